@@ -1,0 +1,27 @@
+// Shared helpers for the test suite.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace cbltest {
+
+// CBL_MODEL, else ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf.
+std::string default_model_path();
+bool file_exists(const std::string& path);
+// ../shared next to the checkout (peer test data); empty when absent.
+std::string shared_dir();
+
+}  // namespace cbltest
+
+// Skips the test when the default model is missing, unless CBL_REQUIRE_MODEL=1 (the project's
+// test command sets it after fetching the model), in which case the test fails.
+#define CBL_REQUIRE_DEFAULT_MODEL(path_var)                                                    \
+    std::string path_var = cbltest::default_model_path();                                     \
+    if (!cbltest::file_exists(path_var)) {                                                    \
+        const char* req = std::getenv("CBL_REQUIRE_MODEL");                                   \
+        if (req && std::string(req) == "1") FAIL() << "default model missing: " << path_var;  \
+        GTEST_SKIP() << "default model missing: " << path_var;                                \
+    }
