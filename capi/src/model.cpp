@@ -1,0 +1,105 @@
+// C ABI: models, tokenization, logging and memory.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "capi/src/guard.h"
+#include "core/log.h"
+#include "core/model.h"
+
+struct cbl_model {
+    std::shared_ptr<const cacheblend::model> m;
+};
+
+namespace {
+
+// Reads the caller's params struct: min(struct_size, ours); unknown non-zero trailing bytes are
+// a request for a feature this library does not have.
+cbl_status read_model_params(const cbl_model_params* in, cbl_model_params* out) {
+    cbl_model_params_init(out);
+    if (!in) return CBL_OK;
+    if (in->struct_size < sizeof(size_t)) {
+        return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_model_load: params.struct_size is 0");
+    }
+    const size_t n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
+    std::memcpy(out, in, n);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(in);
+    for (size_t i = sizeof(*out); i < in->struct_size; ++i) {
+        if (bytes[i] != 0) {
+            return cacheblend::capi::set_error(
+                CBL_UNSUPPORTED, "cbl_model_load: params set fields this library does not know");
+        }
+    }
+    out->struct_size = sizeof(*out);
+    return CBL_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+void cbl_free(void* p) { std::free(p); }
+
+void cbl_log_set(cbl_log_fn fn, void* user_data) {
+    // The core sink passes the level as int; the trampoline restores the C enum type.
+    static std::atomic<cbl_log_fn> c_fn{nullptr};
+    c_fn.store(fn);
+    if (!fn) {
+        cacheblend::log_set_sink(nullptr, nullptr);
+        return;
+    }
+    cacheblend::log_set_sink(
+        [](int level, const char* msg, void* user) {
+            if (cbl_log_fn f = c_fn.load()) f(static_cast<cbl_log_level>(level), msg, user);
+        },
+        user_data);
+}
+
+cbl_status cbl_model_load(const char* path, const cbl_model_params* params, cbl_model** out_model) {
+    if (out_model) *out_model = nullptr;
+    return CBL_API_GUARD({
+        if (!path || !out_model) {
+            return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_model_load: path and out_model are required");
+        }
+        cbl_model_params p;
+        if (cbl_status s = read_model_params(params, &p); s != CBL_OK) return s;
+        cacheblend::model_load_params lp;
+        lp.vocab_only = p.vocab_only;
+        auto h = std::make_unique<cbl_model>();
+        h->m = cacheblend::model::load(path, lp);
+        *out_model = h.release();
+        return CBL_OK;
+    });
+}
+
+void cbl_model_free(cbl_model* model) { delete model; }
+
+int32_t cbl_model_n_vocab(const cbl_model* model) {
+    return model ? model->m->vocab().n_vocab() : 0;
+}
+
+int32_t cbl_model_n_ctx_train(const cbl_model* model) {
+    return model && !model->m->vocab_only() ? model->m->hparams().n_ctx_train : 0;
+}
+
+cbl_status cbl_tokenize(const cbl_model* model, const char* text, size_t len, bool add_special,
+                        bool parse_special, int32_t* ids, size_t cap, size_t* out_n) {
+    return CBL_API_GUARD({
+        if (!model || !out_n || (!text && len > 0)) {
+            return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_tokenize: model and out_n are required");
+        }
+        const auto toks = model->m->vocab().encode(std::string_view(text ? text : "", len),
+                                                   add_special, parse_special);
+        *out_n = toks.size();
+        if (!ids) return CBL_OK;
+        if (cap < toks.size()) {
+            return cacheblend::capi::set_error(CBL_RANGE, "cbl_tokenize: buffer too small");
+        }
+        std::copy(toks.begin(), toks.end(), ids);
+        return CBL_OK;
+    });
+}
+
+}  // extern "C"

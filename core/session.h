@@ -1,0 +1,88 @@
+// One request's state: a backend, a working KV cache and the forward engine over a shared model.
+// A session serves one call at a time; models are shared between sessions.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/forward.h"
+#include "core/kv-cache.h"
+#include "core/model.h"
+#include "core/sampler.h"
+
+namespace cacheblend {
+
+struct session_params {
+    int32_t n_ctx = 0;      // 0: min(model's training context, 8192)
+    int32_t n_threads = 0;  // 0: default_thread_count()
+    int32_t n_batch = 512;  // prefill micro-batch rows
+};
+
+struct generation_params {
+    int32_t max_tokens = 128;
+    sampler_params sampling;
+    int32_t top_logprobs = 0;  // k alternatives recorded for the first generated position
+};
+
+struct generation_stats {
+    int32_t prompt_tokens = 0;
+    int32_t generated_tokens = 0;
+    double prefill_ms = 0;
+    double decode_ms = 0;  // all tokens after the first
+    double ttft_ms = 0;    // prefill + first sampling
+    double prefill_tokens_per_s = 0;
+    double decode_tokens_per_s = 0;
+};
+
+struct generation_result {
+    std::vector<token_id> tokens;  // generated ids (no prompt, no stop token)
+    std::string text;
+    std::vector<std::pair<token_id, float>> top_logprobs;
+    std::string stop_reason;  // "eog", "length", "context", "cancelled"
+    generation_stats stats;
+};
+
+// Returns false to stop generation.
+using token_callback = std::function<bool(token_id id, const std::string& piece)>;
+
+int32_t default_thread_count();
+
+class session {
+public:
+    session(std::shared_ptr<const model> m, const session_params& p = {});
+    ~session();
+
+    void reset();  // forget the context
+    int32_t n_past() const { return cache_->n_filled; }
+    int32_t n_ctx() const { return cache_->n_ctx(); }
+    const model& get_model() const { return *model_; }
+    backend& get_backend() { return *backend_; }
+
+    // Appends tokens at positions n_past.. and returns the logits of the last one.
+    const std::vector<float>& prefill(const std::vector<token_id>& tokens);
+    // Appends one token and returns its logits.
+    const std::vector<float>& decode(token_id t);
+
+    // Prefills the prompt (after reset) and samples until EOG, max_tokens or a full context.
+    generation_result generate(const std::vector<token_id>& prompt, const generation_params& p,
+                               const token_callback& on_token = nullptr);
+
+    void cancel() { cancel_.store(true); }  // from any thread
+
+private:
+    std::shared_ptr<const model> model_;
+    session_params params_;
+    std::unique_ptr<backend> backend_;
+    std::unique_ptr<kv_cache> cache_;
+    std::unique_ptr<forward_engine> fwd_;
+    std::vector<float> logits_;
+    std::vector<int32_t> pos_;
+    std::atomic<bool> cancel_{false};
+};
+
+}  // namespace cacheblend

@@ -1,0 +1,63 @@
+// The CPU backend: host memory and the ops of kernels/cpu/ops.h on our own thread pool.
+#include <cstring>
+
+#include "core/backend.h"
+#include "kernels/memory.h"
+
+namespace cacheblend {
+namespace {
+
+class cpu_backend final : public backend {
+public:
+    explicit cpu_backend(int n_threads) : pool_(n_threads) {}
+    const char* name() const override { return "cpu"; }
+    int n_threads() const override { return pool_.size(); }
+
+    void* alloc(size_t bytes) override { return aligned_malloc(bytes, 64); }
+    void free(void* p) noexcept override { aligned_free(p); }
+    void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void download(void* dst, const void* src, size_t bytes) override {
+        std::memcpy(dst, src, bytes);
+    }
+    void synchronize() override {}
+
+    void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
+                int64_t ldy, const float* bias) override {
+        cacheblend::matmul(pool_, w, x, m, ldx, y, ldy, bias);
+    }
+    void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
+                  int64_t ldy) override {
+        cacheblend::get_rows(pool_, w, ids, m, y, ldy);
+    }
+    void rms_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma, float eps,
+                  float* y, int64_t ldy) override {
+        cacheblend::rms_norm(pool_, x, m, n, ldx, gamma, eps, y, ldy);
+    }
+    void rope(float* x, int64_t m, int64_t ldx, int n_head, int head_dim, const int32_t* pos,
+              const rope_params& p) override {
+        cacheblend::rope(pool_, x, m, ldx, n_head, head_dim, pos, p);
+    }
+    void store_rows_f16(const float* src, int64_t m, int64_t n, int64_t ldsrc, const int32_t* pos,
+                        uint16_t* cache, int64_t ld_cache) override {
+        cacheblend::store_rows_f16(pool_, src, m, n, ldsrc, pos, cache, ld_cache);
+    }
+    void attention(const attention_args& a) override { cacheblend::attention(pool_, a); }
+    void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
+                float* out) override {
+        cacheblend::swiglu(pool_, gate, up, m, n, ld, out);
+    }
+    void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) override {
+        cacheblend::add_rows(pool_, y, x, m, n, ld);
+    }
+
+private:
+    thread_pool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> create_cpu_backend(int n_threads) {
+    return std::make_unique<cpu_backend>(n_threads < 1 ? 1 : n_threads);
+}
+
+}  // namespace cacheblend
