@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu/blend-ops.h"
 #include "kernels/cpu/ops.h"
 
 namespace cacheblend {
@@ -39,6 +40,14 @@ public:
     virtual void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
                         float* out) = 0;
     virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
+
+    // ---- blending (kernels/cpu/blend-ops.h) ----
+    virtual void relocate_kv(const uint16_t* k_src, const uint16_t* v_src, int64_t n,
+                             int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+                             const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
+                             int64_t ld_cache) = 0;
+    virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
+                              int64_t ld_cached, int64_t n, int64_t width, float* d) = 0;
 };
 
 std::unique_ptr<backend> create_cpu_backend(int n_threads);

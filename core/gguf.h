@@ -20,6 +20,14 @@ enum class gguf_value_type : uint32_t {
     string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
 };
 
+// "u32", "string", ...; "unknown" for ids outside the enum.
+const char* gguf_type_name(gguf_value_type t);
+
+struct gguf_array_info {
+    gguf_value_type elem_type;
+    uint64_t count;  // elements, not bytes
+};
+
 struct gguf_tensor {
     std::string name;
     uint32_t n_dims = 0;
@@ -44,6 +52,8 @@ public:
     uint32_t version() const;
     size_t alignment() const;
     size_t file_size() const;
+    // Absolute offset of the tensor data section (a multiple of alignment()).
+    size_t data_offset() const;
 
     // ---- metadata ----
     bool has(std::string_view key) const;
@@ -61,7 +71,10 @@ public:
     std::optional<std::vector<float>> get_float_array(std::string_view key) const;
     // Zero-copy view of a string array (tokenizer vocabularies are large): pointers into the map.
     std::optional<std::vector<std::string_view>> get_string_array_view(std::string_view key) const;
-    std::vector<std::string> keys() const;
+    // Element type and length of an array without materializing it; nullopt when absent, throws
+    // status::format when the key is not an array.
+    std::optional<gguf_array_info> array_info(std::string_view key) const;
+    std::vector<std::string> keys() const;  // file order
 
     // ---- tensors ----
     const std::vector<gguf_tensor>& tensors() const;

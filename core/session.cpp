@@ -72,20 +72,29 @@ const std::vector<float>& session::decode(token_id t) {
 
 generation_result session::generate(const std::vector<token_id>& prompt,
                                     const generation_params& gp, const token_callback& on_token) {
-    cancel_.store(false);
     reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    prefill(prompt);
+    return generate_after_prefill(logits_, gp, on_token, t0);
+}
+
+generation_result session::generate_after_prefill(const std::vector<float>& logits,
+                                                  const generation_params& gp,
+                                                  const token_callback& on_token,
+                                                  std::chrono::steady_clock::time_point t0) {
+    cancel_.store(false);
     generation_result res;
     const tokenizer& vocab = model_->vocab();
     const int32_t n_vocab = model_->hparams().n_vocab;
-    res.stats.prompt_tokens = static_cast<int32_t>(prompt.size());
-
-    const auto t0 = std::chrono::steady_clock::now();
-    prefill(prompt);
+    if (static_cast<int32_t>(logits.size()) != n_vocab) {
+        throw error(status::invalid_arg, "session: logits do not match the vocabulary");
+    }
+    res.stats.prompt_tokens = cache_->n_filled;
     res.stats.prefill_ms = ms_since(t0);
 
     sampler smp(gp.sampling);
-    if (gp.top_logprobs > 0) res.top_logprobs = top_logprobs(logits_.data(), n_vocab, gp.top_logprobs);
-    token_id tok = smp.sample(logits_.data(), n_vocab);
+    if (gp.top_logprobs > 0) res.top_logprobs = top_logprobs(logits.data(), n_vocab, gp.top_logprobs);
+    token_id tok = smp.sample(logits.data(), n_vocab);
     res.stats.ttft_ms = ms_since(t0);
 
     const auto t1 = std::chrono::steady_clock::now();

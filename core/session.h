@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,6 +63,8 @@ public:
     int32_t n_ctx() const { return cache_->n_ctx(); }
     const model& get_model() const { return *model_; }
     backend& get_backend() { return *backend_; }
+    kv_cache& cache() { return *cache_; }
+    const session_params& params() const { return params_; }
 
     // Appends tokens at positions n_past.. and returns the logits of the last one.
     const std::vector<float>& prefill(const std::vector<token_id>& tokens);
@@ -71,6 +74,13 @@ public:
     // Prefills the prompt (after reset) and samples until EOG, max_tokens or a full context.
     generation_result generate(const std::vector<token_id>& prompt, const generation_params& p,
                                const token_callback& on_token = nullptr);
+
+    // Samples from `logits` (the last prompt token's, after any prefill that left the context
+    // filled, e.g. a blended one) and decodes on. t_request marks the request start for TTFT.
+    generation_result generate_after_prefill(const std::vector<float>& logits,
+                                             const generation_params& p,
+                                             const token_callback& on_token,
+                                             std::chrono::steady_clock::time_point t_request);
 
     void cancel() { cancel_.store(true); }  // from any thread
 

@@ -1,0 +1,89 @@
+// Blended prefill (CacheBlend, DESIGN.md §4). A prompt is [P preamble][C1]..[Ck][Q question].
+// Each chunk's KV (K before RoPE, V) is precomputed once over [P][Ci] and kept in the kv_store.
+// At request time cached chunks are streamed layer by layer and relocated to their positions;
+// layer 0 runs in full, the check layer(s) rank reused tokens by how far their fresh KV deviates
+// from the cached one, and only the top share (plus P, Q and cache misses) is recomputed in later
+// layers, with an exact causal mask by absolute position. Modes share one engine so they compare
+// side by side: full, prefix, reuse (r = 0) and blend (r).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/kv-store.h"
+#include "core/session.h"
+
+namespace cacheblend {
+
+enum class blend_mode { full, prefix, reuse, blend };
+const char* blend_mode_name(blend_mode m);
+bool parse_blend_mode(const std::string& s, blend_mode* out);
+
+enum class deviation_kind { v, k, kv };
+
+struct blend_params {
+    blend_mode mode = blend_mode::blend;
+    float ratio = 0.15f;             // share of reused tokens recomputed (blend mode)
+    bool ratio_auto = false;         // pick r from measured load and compute rates
+    float ratio_min = 0.05f, ratio_max = 0.5f;  // clamp for ratio_auto
+    std::vector<int32_t> check_layers = {1};
+    // Gradual filtering: ratio kept at each check layer (non-increasing, last = ratio). Empty:
+    // one ratio at every check layer.
+    std::vector<float> check_ratios;
+    deviation_kind deviation = deviation_kind::v;
+    kv_format format = kv_format::f16;
+    bool write_back = true;          // store KV of missed chunks after the request
+};
+
+struct blend_stats {
+    std::string mode;
+    float ratio = 0;
+    double ttft_ms = 0, load_ms = 0, load_wait_ms = 0, select_ms = 0, compute_ms = 0;
+    double decode_tokens_per_s = 0;
+    int64_t tokens_total = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_missed = 0;
+    uint64_t bytes_loaded = 0;
+    int32_t chunks_hit = 0, chunks_missed = 0;
+    std::string fallback_reason;  // why a request ran as full, when it did
+    std::vector<int32_t> recomputed_rows;  // prompt rows computed in the last layer (ascending)
+};
+
+struct blend_request {
+    std::vector<token_id> preamble;
+    std::vector<std::vector<token_id>> chunks;
+    std::vector<token_id> question;  // question + template tail; the last token is sampled from
+};
+
+class blend_engine {
+public:
+    blend_engine(session& s, std::shared_ptr<kv_store> store, const blend_params& p = {});
+    ~blend_engine();
+
+    const blend_params& params() const { return p_; }
+    void set_params(const blend_params& p);
+
+    // Computes and stores the chunk's KV over [preamble][chunk] unless already stored.
+    // Returns true when it computed. Uses its own scratch cache; the session is untouched.
+    bool precompute_chunk(const std::vector<token_id>& preamble, const std::vector<token_id>& chunk);
+
+    // Fills the session's cache with the whole prompt (n_past = N afterwards) and returns the
+    // last token's logits. Throws status::range when the prompt does not fit the context.
+    const std::vector<float>& prefill(const blend_request& req, blend_stats* stats);
+
+    // Writes back KV of chunks that missed in the last prefill (outside the TTFT path).
+    void write_back_misses();
+
+    chunk_key key_of(const std::vector<token_id>& preamble, const std::vector<token_id>& chunk) const;
+
+private:
+    const std::vector<float>& prefill_once(const blend_request& req,
+                                           const std::vector<bool>& forced_miss, blend_stats* out);
+    struct impl;
+    std::unique_ptr<impl> impl_;
+    session& s_;
+    std::shared_ptr<kv_store> store_;
+    blend_params p_;
+};
+
+}  // namespace cacheblend

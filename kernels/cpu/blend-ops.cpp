@@ -1,0 +1,50 @@
+#include "kernels/cpu/blend-ops.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/fp16.h"
+
+namespace cacheblend {
+
+void relocate_kv(thread_pool& pool, const uint16_t* k_src, const uint16_t* v_src, int64_t n,
+                 int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+                 const rope_params& rope_p, uint16_t* k_cache, uint16_t* v_cache,
+                 int64_t ld_cache) {
+    const int64_t width = static_cast<int64_t>(n_kv_head) * head_dim;
+    // Rows are independent; each worker rotates a block of rows in f32 scratch. The rotation is
+    // the same rope() the forward pass uses, so a chunk placed where it was computed gets
+    // exactly the keys full prefill would store.
+    pool.parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> tmp;
+        tmp.resize(static_cast<size_t>(width));
+        thread_pool serial(1);
+        for (int64_t i = begin; i < end; ++i) {
+            fp16_to_fp32_row(k_src + i * ld_src, tmp.data(), width);
+            rope(serial, tmp.data(), 1, width, n_kv_head, head_dim, pos + i, rope_p);
+            fp32_to_fp16_row(tmp.data(), k_cache + static_cast<int64_t>(pos[i]) * ld_cache, width);
+            std::copy(v_src + i * ld_src, v_src + i * ld_src + width,
+                      v_cache + static_cast<int64_t>(pos[i]) * ld_cache);
+        }
+    });
+}
+
+void kv_deviation(thread_pool& pool, const float* fresh, int64_t ld_fresh, const uint16_t* cached,
+                  int64_t ld_cached, int64_t n, int64_t width, float* d) {
+    pool.parallel_for(n, 64, [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> tmp;
+        tmp.resize(static_cast<size_t>(width));
+        for (int64_t i = begin; i < end; ++i) {
+            fp16_to_fp32_row(cached + i * ld_cached, tmp.data(), width);
+            const float* f = fresh + i * ld_fresh;
+            float s = 0.f;
+            for (int64_t j = 0; j < width; ++j) {
+                const float e = f[j] - tmp[static_cast<size_t>(j)];
+                s += e * e;
+            }
+            d[i] = s;
+        }
+    });
+}
+
+}  // namespace cacheblend

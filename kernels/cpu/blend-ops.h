@@ -1,0 +1,21 @@
+// CPU ops specific to blended prefill: relocating cached chunk KV into the working cache and
+// scoring how far fresh KV deviates from cached KV.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/ops.h"
+
+namespace cacheblend {
+
+// For each row i: K row (f16, before RoPE) is rotated to absolute position pos[i] and written to
+// k_cache[pos[i]]; V row is copied to v_cache[pos[i]]. Rows are n_kv_head * head_dim wide.
+void relocate_kv(thread_pool& pool, const uint16_t* k_src, const uint16_t* v_src, int64_t n,
+                 int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+                 const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache, int64_t ld_cache);
+
+// d[i] = sum_j (fresh[i][j] - cached[i][j])^2 over `width` elements (fresh f32, cached f16).
+void kv_deviation(thread_pool& pool, const float* fresh, int64_t ld_fresh, const uint16_t* cached,
+                  int64_t ld_cached, int64_t n, int64_t width, float* d);
+
+}  // namespace cacheblend

@@ -1,0 +1,100 @@
+// Internal to the CPU ops: the per-ISA inner kernels behind matmul and attention. Drivers
+// (matmul.cpp, attention.cpp, ops.cpp) are compiled for the portable baseline and call these
+// through function tables, one table per ISA translation unit (kernels/cpu/arch/x86/*.cpp).
+// Every table entry is safe to call only when cpu_isa_active() is at least its level.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/cpu-features.h"
+
+namespace cacheblend {
+namespace ukr {
+
+// Register-blocked f32 GEMM: C[mr x nr] = A[mr x kc] * B[kc x nr], mr <= gemm_kernels::mr.
+struct gemm_kernels {
+    int mr;  // rows of the register tile
+    int nr;  // columns of the register tile = width of a packed B panel
+    // a: row-major, lda floats; b: packed panel [kc][nr], 64-byte aligned; c: ldc floats.
+    // accumulate: C += A*B; otherwise C = init + A*B, init is a row of nr (a bias) or nullptr.
+    // Only columns < n_valid of C are read or written.
+    void (*tile)(int mr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                 int64_t ldc, int n_valid, const float* init, bool accumulate);
+    // Packs n_valid (<= nr) rows of kc floats (row stride ld) into dst[kc][nr] (transposed),
+    // zero-filling rows n_valid..nr-1.
+    void (*pack_b)(const float* src, int64_t ld, int n_valid, int64_t kc, float* dst);
+};
+
+// Attention helpers around the GEMM tiles. Keys go in tiles of k_key_tile; a tile of K is stored
+// as k_key_tile / nr panels kt[p][d][nr] (the B operand of the score GEMM), a tile of V as
+// ceil(head_dim / nr) panels vt[p][j][nr] (the B operand of the output GEMM).
+constexpr int k_key_tile = 64;
+
+struct attn_kernels {
+    // K panels from f16 rows k[j][d] (row stride ld elements) for j < n_valid; zero elsewhere.
+    void (*load_k)(const uint16_t* k, int64_t ld, int n_valid, int head_dim, float* kt);
+    // V panels from f16 rows v[j][d] for j < n_valid; zero for other keys and dims >= head_dim.
+    void (*load_v)(const uint16_t* v, int64_t ld, int n_valid, int head_dim, float* vt);
+    // Online softmax over a score tile s[rows][k_key_tile] (row stride ld), scores in log2 units.
+    // Row r sees keys c < limit[r] (the others become 0). Updates the running max m[r] and sum
+    // l[r] and writes alpha[r] = 2^(m_old - m_new), the factor the row's output must be scaled by.
+    void (*softmax)(float* s, int64_t ld, int rows, const int* limit, float* m, float* l,
+                    float* alpha);
+    // o[r][0..n) *= alpha[r]
+    void (*scale_rows)(float* o, int64_t ld, int rows, int n, const float* alpha);
+};
+
+// Elementwise helpers for ops.cpp.
+struct elem_kernels {
+    // sum of x[i]*x[i]: products in float, accumulated in double (as ggml's rms_norm)
+    double (*sum_sq)(const float* x, int64_t n);
+    // y = (x * s) * g, in float; y may alias x
+    void (*scale_mul)(const float* x, float s, const float* g, float* y, int64_t n);
+    // out = silu(gate) * up with silu(x) = x / (1 + e^-x); out may alias gate
+    void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+    // y += x
+    void (*add)(float* y, const float* x, int64_t n);
+};
+
+const gemm_kernels& gemm_generic();
+const attn_kernels& attn_generic();
+const elem_kernels& elem_generic();
+#if defined(__x86_64__)
+const gemm_kernels& gemm_avx2();
+const gemm_kernels& gemm_avx512();
+const attn_kernels& attn_avx2();
+const attn_kernels& attn_avx512();
+const elem_kernels& elem_avx2();
+const elem_kernels& elem_avx512();
+#endif
+
+inline const gemm_kernels& gemm_for(cpu_isa isa) {
+#if defined(__x86_64__)
+    if (isa == cpu_isa::avx512) return gemm_avx512();
+    if (isa == cpu_isa::avx2) return gemm_avx2();
+#endif
+    (void)isa;
+    return gemm_generic();
+}
+
+inline const attn_kernels& attn_for(cpu_isa isa) {
+#if defined(__x86_64__)
+    if (isa == cpu_isa::avx512) return attn_avx512();
+    if (isa == cpu_isa::avx2) return attn_avx2();
+#endif
+    (void)isa;
+    return attn_generic();
+}
+
+inline const elem_kernels& elem_for(cpu_isa isa) {
+#if defined(__x86_64__)
+    if (isa == cpu_isa::avx512) return elem_avx512();
+    if (isa == cpu_isa::avx2) return elem_avx2();
+#endif
+    (void)isa;
+    return elem_generic();
+}
+
+}  // namespace ukr
+}  // namespace cacheblend

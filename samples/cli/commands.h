@@ -1,0 +1,32 @@
+// Subcommands of the `cacheblend` tool and the helpers they share. Each run_* takes the words after
+// the subcommand name and returns the exit code; bad usage throws usage_error (exit 2) and runtime
+// failures throw cacheblend::error or std::exception (exit 1), both reported by main.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "core/model.h"
+
+namespace cacheblend::cli {
+
+extern const char* const k_version;
+
+int run_generate(const std::vector<std::string>& args);
+int run_tokenize(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
+
+// --model M, defaulting to default_model_path().
+flag_spec model_flag();
+// Loads --model, turning a missing file into a one-line error that says where the default lives.
+std::shared_ptr<const model> load_model(const parsed_args& a, bool vocab_only);
+
+// Prints the subcommand's help on stdout when -h/--help was given; returns true if it did.
+bool print_help_if_asked(const command_spec& spec, const parsed_args& a);
+
+// A token piece for human display: quoted, with control and invalid bytes escaped.
+std::string printable(const std::string& bytes);
+
+}  // namespace cacheblend::cli

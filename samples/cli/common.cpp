@@ -1,0 +1,95 @@
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+#include "core/error.h"
+
+// The C API header, once present, carries the authoritative version string.
+#if __has_include("cacheblend.h")
+#include "cacheblend.h"
+#endif
+
+namespace cacheblend::cli {
+
+#ifdef CBL_VERSION_STRING
+const char* const k_version = CBL_VERSION_STRING;
+#else
+const char* const k_version = "0.1.0";
+#endif
+
+flag_spec model_flag() {
+    return {"model", "M", "GGUF model file (default: $CBL_MODEL or the cached SmolLM2 model)"};
+}
+
+std::shared_ptr<const model> load_model(const parsed_args& a, bool vocab_only) {
+    const bool is_default = !a.has("model");
+    const std::string path = is_default ? default_model_path() : *a.get("model");
+    if (path.empty()) throw usage_error("--model: empty path");
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        const int e = errno;
+        if (e == ENOENT) {
+            throw error(status::io,
+                        "model file not found: " + path +
+                            (is_default ? " (the default model: pass --model, set CBL_MODEL or run "
+                                          "scripts/fetch-model.sh)"
+                                        : ""));
+        }
+        throw error(status::io, "cannot access model file " + path + ": " + std::strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) throw error(status::io, path + " is a directory, not a GGUF file");
+    model_load_params p;
+    p.vocab_only = vocab_only;
+    return model::load(path, p);
+}
+
+bool print_help_if_asked(const command_spec& spec, const parsed_args& a) {
+    if (!a.help) return false;
+    std::fputs(format_help(spec).c_str(), stdout);
+    return true;
+}
+
+std::string printable(const std::string& bytes) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out = "'";
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(bytes[i]);
+        // Multi-byte UTF-8 passes through only when complete, so the terminal shows characters.
+        size_t n = 0;
+        if (c >= 0xC2 && c <= 0xDF)
+            n = 1;
+        else if (c >= 0xE0 && c <= 0xEF)
+            n = 2;
+        else if (c >= 0xF0 && c <= 0xF4)
+            n = 3;
+        bool ok = n > 0;
+        for (size_t k = 1; ok && k <= n; ++k) {
+            ok = i + k < bytes.size() && (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
+        }
+        if (ok) {
+            out.append(bytes, i, n + 1);
+            i += n;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c == '\\' || c == '\'') {
+            out.push_back('\\');
+            out.push_back(static_cast<char>(c));
+        } else if (c < 0x20 || c >= 0x7F) {
+            out += "\\x";
+            out.push_back(hex[c >> 4]);
+            out.push_back(hex[c & 15]);
+        } else {
+            out.push_back(static_cast<char>(c));
+        }
+    }
+    return out + "'";
+}
+
+}  // namespace cacheblend::cli

@@ -1,0 +1,113 @@
+// `cacheblend`: the command-line front end to libcacheblend (DESIGN §8). main() dispatches to a
+// subcommand and turns every failure into one `cacheblend: error: ...` line and an exit code:
+// 2 for usage errors, 1 for runtime errors.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+
+namespace {
+
+using cacheblend::cli::usage_error;
+
+struct command_entry {
+    const char* name;
+    const char* summary;
+    int (*run)(const std::vector<std::string>& args);  // nullptr: reserved, not available yet
+};
+
+// To add a subcommand: write cmd-<name>.cpp with run_<name>() and list it here.
+const command_entry k_commands[] = {
+    {"generate", "generate text from a prompt (plain or chat)", cacheblend::cli::run_generate},
+    {"tokenize", "print the token ids of a text", cacheblend::cli::run_tokenize},
+    {"bench", "measure prefill or decode throughput", cacheblend::cli::run_bench},
+    {"blend", "answer from document chunks with blended KV caches", nullptr},
+    {"ingest", "chunk, embed and precompute KV for documents", nullptr},
+    {"search", "retrieve chunks for a query", nullptr},
+    {"ask", "retrieve and answer with blended KV caches", nullptr},
+    {"eval", "compare modes on a QA dataset", nullptr},
+};
+
+std::string top_help() {
+    std::string s =
+        "usage: cacheblend <command> [options]\n"
+        "       cacheblend <command> --help\n"
+        "       cacheblend --version\n\n"
+        "commands:\n";
+    for (const command_entry& c : k_commands) {
+        std::string line = "  " + std::string(c.name);
+        line.resize(14, ' ');
+        s += line + c.summary + (c.run ? "" : " (planned)") + "\n";
+    }
+    s += "\nEvery command takes --json for machine-readable output on stdout.\n";
+    return s;
+}
+
+// Error messages may come from deep inside the library; keep them to one line.
+std::string one_line(std::string msg) {
+    for (char& c : msg) {
+        if (c == '\n' || c == '\r') c = ' ';
+    }
+    while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+    return msg.empty() ? "unknown error" : msg;
+}
+
+int report(const std::string& msg, int code) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "cacheblend: error: %s\n", one_line(msg).c_str());
+    return code;
+}
+
+int dispatch(int argc, char** argv) {
+    if (argc < 2) throw usage_error("no command given (see cacheblend --help)");
+    const std::string cmd = argv[1];
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+        std::fputs(top_help().c_str(), stdout);
+        return 0;
+    }
+    if (cmd == "--version" || cmd == "-V") {
+        std::printf("cacheblend %s\n", cacheblend::cli::k_version);
+        return 0;
+    }
+    for (const command_entry& c : k_commands) {
+        if (cmd != c.name) continue;
+        if (!c.run) {
+            return report("'" + cmd + "' is not available yet (planned: see README)", 2);
+        }
+        return c.run(std::vector<std::string>(argv + 2, argv + argc));
+    }
+    if (!cmd.empty() && cmd[0] == '-') {
+        throw usage_error("unknown option '" + cmd + "' (see cacheblend --help)");
+    }
+    throw usage_error("unknown command '" + cmd + "' (see cacheblend --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int rc = 0;
+    try {
+        rc = dispatch(argc, argv);
+    } catch (const usage_error& e) {
+        return report(e.what(), 2);
+    } catch (const cacheblend::error& e) {
+        return report(e.what(), 1);
+    } catch (const std::bad_alloc&) {
+        return report("out of memory", 1);
+    } catch (const std::exception& e) { return report(e.what(), 1); } catch (...) {
+        return report("unexpected failure", 1);
+    }
+    // A full disk or closed pipe must not look like success to a script.
+    std::cout.flush();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+        return report(std::string("writing to stdout failed: ") + std::strerror(errno), 1);
+    }
+    return rc;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install the Debian packages libcacheblend needs to build and test. Idempotent: when everything is
+# already installed it changes nothing and does not touch the network. Extra package names given as
+# arguments are installed too. Uses sudo when not run as root.
+set -euo pipefail
+
+pkgs=(
+  cmake g++ make pkg-config          # toolchain
+  libsqlite3-dev                     # catalog (FTS5, bm25)
+  libfaiss-dev libopenblas-dev       # retriever; OpenBLAS also backs FAISS's BLAS calls (and sgemm)
+  libmimalloc-dev                    # allocator
+  libgtest-dev libgmock-dev          # ctest suite
+  libbenchmark-dev                   # microbenchmarks
+  python3 python3-pip python3-venv   # model fetch, peer scripts
+  unzip curl ca-certificates         # model fetch
+  "$@"
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == installed ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#pkgs[@]} packages present" >&2
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: error: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -y -q)
+"${apt[@]}" update
+"${apt[@]}" install --no-install-recommends "${missing[@]}"

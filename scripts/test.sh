@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Every test: install what is missing, fetch the default model, build (Release, build/), run ctest
+# with the real model required (a missing model fails instead of skipping), then the bindings' tests.
+#   bash scripts/test.sh              Release suite
+#   bash scripts/test.sh --sanitize   also build with address,undefined sanitizers in build-asan
+#                                     (mimalloc off there) and run the whole suite again
+# CBL_TEST_JOBS sets ctest's parallelism (default 2); extra ctest arguments go after `--`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+sanitize=0
+ctest_extra=()
+while (($#)); do
+  case "$1" in
+    --sanitize) sanitize=1 ;;
+    --) shift; ctest_extra=("$@"); break ;;
+    *) echo "test: error: unknown argument $1 (use --sanitize, or -- ctest args)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+phase() { echo "== test: $* (${SECONDS}s)" >&2; }
+
+phase "dependencies"
+bash scripts/install-deps.sh
+model=$(bash scripts/fetch-model.sh)
+export CBL_MODEL="$model" CBL_REQUIRE_MODEL=1
+
+run_ctest() {
+  ctest --test-dir "$1" --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" "${ctest_extra[@]}"
+}
+
+phase "build (Release, build/)"
+bash scripts/build.sh
+phase "ctest (Release)"
+run_ctest build
+
+# ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----
+# They link build/libcacheblend.so; CBL_BUILD_DIR and CBL_INCLUDE_DIR tell their build scripts where.
+root=$PWD
+export CBL_BUILD_DIR="$root/build" CBL_INCLUDE_DIR="$root/capi/include"
+export LD_LIBRARY_PATH="$CBL_BUILD_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ -f bindings/go/go.mod ]]; then
+  phase "go test"
+  bash scripts/install-deps.sh golang-go
+  (cd bindings/go && GOPROXY=off GOFLAGS=-mod=mod CGO_CFLAGS="-I$CBL_INCLUDE_DIR" \
+     CGO_LDFLAGS="-L$CBL_BUILD_DIR -lcacheblend" go test ./...)
+fi
+if [[ -f bindings/rust/Cargo.toml ]]; then
+  phase "cargo test"
+  (cd bindings/rust && cargo test --offline)
+fi
+
+if ((sanitize)); then
+  phase "build (address,undefined sanitizers, build-asan/)"
+  BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
+    -DCBL_SANITIZE=address,undefined -DCBL_BUILD_BENCH=OFF
+  phase "ctest (address,undefined)"
+  ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+    run_ctest build-asan
+fi
+phase "done"

@@ -1,0 +1,306 @@
+// Exactness of the blending engine on the real model (issue 3 "Exactness"):
+// r = 1 reproduces full; reuse of a chunk placed where it was computed reproduces full;
+// relocated K equals K computed at the new position; the r = 0.15 selection equals a brute-force
+// reference; corrupt store files are misses and the answer stays right.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "core/blend.h"
+#include "core/error.h"
+#include "core/kv-store.h"
+#include "kernels/cpu/fp16.h"
+#include "util/test-util.h"
+
+using namespace cacheblend;
+
+namespace {
+
+std::string make_temp_dir() {
+    char tmpl[] = "/tmp/cbl-blend-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    return d ? d : "";
+}
+
+void remove_tree(const std::string& path) {
+    std::string cmd = "rm -rf '" + path + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "cleanup of %s failed\n", path.c_str());
+}
+
+std::vector<std::string> kv_files(const std::string& dir) {
+    std::vector<std::string> out;
+    std::vector<std::string> stack{dir};
+    while (!stack.empty()) {
+        std::string d = stack.back();
+        stack.pop_back();
+        DIR* h = opendir(d.c_str());
+        if (!h) continue;
+        while (dirent* e = readdir(h)) {
+            std::string n = e->d_name;
+            if (n == "." || n == "..") continue;
+            std::string p = d + "/" + n;
+            struct stat st {};
+            if (stat(p.c_str(), &st) != 0) continue;
+            if (S_ISDIR(st.st_mode)) stack.push_back(p);
+            else if (n.size() > 3 && n.substr(n.size() - 3) == ".kv") out.push_back(p);
+        }
+        closedir(h);
+    }
+    return out;
+}
+
+class BlendTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        CBL_REQUIRE_DEFAULT_MODEL(path);
+        model_ = model::load(path);
+        session_params sp;
+        sp.n_ctx = 1024;
+        sp.n_threads = 2;
+        session_ = std::make_unique<session>(model_, sp);
+        dir_ = make_temp_dir();
+        ASSERT_FALSE(dir_.empty());
+        kv_store_params kp;
+        kp.dir = dir_ + "/kv";
+        store_ = kv_store::open(kp);
+        const tokenizer& t = model_->vocab();
+        req_.preamble = t.encode(
+            "<|im_start|>system\nAnswer the question using the passages.<|im_end|>\n<|im_start|>user\n",
+            false, true);
+        const char* passages[] = {
+            "The Amazon river flows through Brazil, Peru and Colombia. It carries more water than "
+            "any other river and its basin covers about seven million square kilometres.\n",
+            "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, Uhuru, rises "
+            "5,895 metres above sea level and was first climbed in 1889 by Hans Meyer.\n",
+            "The Danube is Europe's second-longest river. It rises in the Black Forest of Germany "
+            "and flows through ten countries before reaching the Black Sea in Romania.\n",
+        };
+        for (const char* p : passages) req_.chunks.push_back(t.encode(p, false, false));
+        req_.question = t.encode(
+            "Question: Who first climbed Kilimanjaro?<|im_end|>\n<|im_start|>assistant\n", false, true);
+    }
+    void TearDown() override {
+        session_.reset();
+        store_.reset();
+        if (!dir_.empty()) remove_tree(dir_);
+    }
+
+    std::vector<float> run(blend_mode mode, float ratio, blend_stats* st = nullptr,
+                           const blend_request* req = nullptr) {
+        blend_params p;
+        p.mode = mode;
+        p.ratio = ratio;
+        p.write_back = false;
+        blend_engine eng(*session_, store_, p);
+        blend_stats local;
+        return eng.prefill(req ? *req : req_, st ? st : &local);
+    }
+    void precompute_all() {
+        blend_engine eng(*session_, store_, {});
+        for (const auto& c : req_.chunks) eng.precompute_chunk(req_.preamble, c);
+    }
+    std::vector<token_id> greedy_after(const std::vector<float>& logits, int n) {
+        generation_params gp;
+        gp.max_tokens = n;
+        return session_->generate_after_prefill(logits, gp, nullptr, std::chrono::steady_clock::now()).tokens;
+    }
+    static double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+        double d = 0;
+        for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+        return d;
+    }
+
+    std::shared_ptr<const model> model_;
+    std::unique_ptr<session> session_;
+    std::shared_ptr<kv_store> store_;
+    std::string dir_;
+    blend_request req_;
+};
+
+}  // namespace
+
+TEST_F(BlendTest, FullModeMatchesNormalPrefill) {
+    std::vector<token_id> all(req_.preamble);
+    for (const auto& c : req_.chunks) all.insert(all.end(), c.begin(), c.end());
+    all.insert(all.end(), req_.question.begin(), req_.question.end());
+    const std::vector<float> normal = session_->prefill(all);
+    blend_stats st;
+    const std::vector<float> full = run(blend_mode::full, 0.f, &st);
+    EXPECT_EQ(st.tokens_total, static_cast<int64_t>(all.size()));
+    EXPECT_EQ(st.tokens_reused, 0);
+    EXPECT_LT(max_abs_diff(normal, full), 1e-2);
+    EXPECT_EQ(argmax(normal.data(), (int32_t)normal.size()), argmax(full.data(), (int32_t)full.size()));
+}
+
+TEST_F(BlendTest, RatioOneReproducesFull) {
+    precompute_all();
+    const std::vector<float> full = run(blend_mode::full, 0.f);
+    const auto full_tokens = greedy_after(full, 16);
+    blend_stats st;
+    const std::vector<float> b = run(blend_mode::blend, 1.0f, &st);
+    EXPECT_EQ(st.chunks_hit, 3);
+    EXPECT_EQ(st.tokens_recomputed, st.tokens_total);
+    EXPECT_LT(max_abs_diff(full, b), 1e-4);
+    EXPECT_EQ(greedy_after(b, 16), full_tokens);
+}
+
+TEST_F(BlendTest, ReuseOfChunkRightAfterPreambleReproducesFull) {
+    precompute_all();
+    blend_request one;
+    one.preamble = req_.preamble;
+    one.chunks = {req_.chunks[0]};
+    one.question = req_.question;
+    const std::vector<float> full = run(blend_mode::full, 0.f, nullptr, &one);
+    const auto full_tokens = greedy_after(full, 16);
+    blend_stats st;
+    const std::vector<float> r = run(blend_mode::reuse, 0.f, &st, &one);
+    EXPECT_EQ(st.tokens_reused, static_cast<int64_t>(req_.chunks[0].size()));
+    EXPECT_EQ(st.tokens_recomputed, static_cast<int64_t>(one.preamble.size() + one.question.size()));
+    // Only f16 rounding of K before (rather than after) RoPE separates the two.
+    EXPECT_LT(max_abs_diff(full, r), 0.05);
+    EXPECT_EQ(greedy_after(r, 16), full_tokens);
+}
+
+TEST_F(BlendTest, RelocatedKeysMatchKeysComputedAtTheNewPosition) {
+    precompute_all();
+    // Layer-0 K depends only on the token, so relocated layer-0 keys must equal fresh ones at
+    // the chunk's new position (here chunk 2 sits after chunks 0 and 1, far from where it was computed).
+    run(blend_mode::full, 0.f);
+    const model_hparams& hp = model_->hparams();
+    const int64_t kd = hp.kv_dim();
+    const int64_t start = static_cast<int64_t>(req_.preamble.size() + req_.chunks[0].size() + req_.chunks[1].size());
+    const int64_t n = static_cast<int64_t>(req_.chunks[2].size());
+    std::vector<float> fresh(static_cast<size_t>(n * kd)), moved(static_cast<size_t>(n * kd));
+    fp16_to_fp32_row(session_->cache().k(0) + start * kd, fresh.data(), n * kd);
+    blend_stats st;
+    run(blend_mode::reuse, 0.f, &st);
+    EXPECT_EQ(st.chunks_hit, 3);
+    fp16_to_fp32_row(session_->cache().k(0) + start * kd, moved.data(), n * kd);
+    double worst = 0;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(fresh[i]) - moved[i]) /
+                                    std::max(1.0, std::fabs(static_cast<double>(fresh[i]))));
+    }
+    EXPECT_LT(worst, 4e-3);  // a few f16 ulps
+}
+
+TEST_F(BlendTest, SelectionEqualsBruteForceReference) {
+    precompute_all();
+    const float r = 0.15f;
+    blend_stats st;
+    run(blend_mode::blend, r, &st);
+    // Brute force: full layers 0 and 1 for all rows, deviation of V at layer 1 in double.
+    const model_hparams& hp = model_->hparams();
+    const int64_t kd = hp.kv_dim();
+    std::vector<token_id> all(req_.preamble);
+    std::vector<int32_t> reused_rows;
+    std::vector<std::pair<size_t, size_t>> chunk_span;
+    for (const auto& c : req_.chunks) {
+        for (size_t i = 0; i < c.size(); ++i) reused_rows.push_back(static_cast<int32_t>(all.size() + i));
+        chunk_span.emplace_back(all.size(), c.size());
+        all.insert(all.end(), c.begin(), c.end());
+    }
+    all.insert(all.end(), req_.question.begin(), req_.question.end());
+    const int64_t N = static_cast<int64_t>(all.size());
+    forward_engine fwd(*model_, session_->get_backend(), static_cast<int32_t>(N));
+    kv_cache cache(session_->get_backend(), hp, 1024);
+    std::vector<int32_t> pos(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    fwd.embed(all.data(), N);
+    fwd.set_positions(pos.data(), N);
+    fwd.project_qkv(0, N);
+    fwd.rope_store_kv(0, cache, N);
+    fwd.attend_and_mlp(0, cache, N, N);
+    fwd.project_qkv(1, N);
+    std::vector<double> dev;
+    for (size_t c = 0; c < req_.chunks.size(); ++c) {
+        chunk_kv_meta meta;
+        meta.model_fingerprint = model_->fingerprint();
+        meta.format = kv_format::f16;
+        meta.n_layer = hp.n_layer;
+        meta.n_kv_head = hp.n_head_kv;
+        meta.head_dim = hp.head_dim;
+        meta.n_tokens = static_cast<int32_t>(req_.chunks[c].size());
+        blend_engine eng(*session_, store_, {});
+        auto rd = store_->lookup(eng.key_of(req_.preamble, req_.chunks[c]), meta);
+        ASSERT_TRUE(rd);
+        const int64_t nt = meta.n_tokens;
+        std::vector<uint16_t> k(static_cast<size_t>(nt * kd)), v(static_cast<size_t>(nt * kd));
+        rd->read_layer(1, k.data(), v.data(), kd);
+        for (int64_t i = 0; i < nt; ++i) {
+            const float* f = fwd.v() + (static_cast<int64_t>(chunk_span[c].first) + i) * kd;
+            double s = 0;
+            for (int64_t j = 0; j < kd; ++j) {
+                const double e = f[j] - fp16_to_fp32(v[static_cast<size_t>(i * kd + j)]);
+                s += e * e;
+            }
+            dev.push_back(s);
+        }
+    }
+    const size_t NR = reused_rows.size();
+    const size_t k = static_cast<size_t>(std::ceil(r * NR - 1e-9));
+    std::vector<size_t> order(NR);
+    for (size_t i = 0; i < NR; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return dev[a] > dev[b]; });
+    std::set<int32_t> expect;
+    for (int64_t i = 0; i < N; ++i) {
+        if (std::find(reused_rows.begin(), reused_rows.end(), i) == reused_rows.end()) expect.insert(static_cast<int32_t>(i));
+    }
+    for (size_t i = 0; i < k; ++i) expect.insert(reused_rows[order[i]]);
+    // Rows whose deviations are within float noise of the cut could swap; require near-equality.
+    const std::set<int32_t> got(st.recomputed_rows.begin(), st.recomputed_rows.end());
+    EXPECT_EQ(got.size(), expect.size());
+    size_t same = 0;
+    for (int32_t x : got) same += expect.count(x);
+    EXPECT_GE(same + 1, expect.size()) << "selection differs beyond a boundary tie";
+    EXPECT_EQ(st.tokens_recomputed, static_cast<int64_t>(N - NR + k));
+}
+
+TEST_F(BlendTest, CorruptStoreFilesAreMissesAndTheAnswerStaysRight) {
+    precompute_all();
+    blend_request one;
+    one.preamble = req_.preamble;
+    one.chunks = {req_.chunks[0]};
+    one.question = req_.question;
+    const std::vector<float> full = run(blend_mode::full, 0.f, nullptr, &one);
+    const auto files = kv_files(dir_ + "/kv");
+    ASSERT_EQ(files.size(), 3u);
+    for (const auto& f : files) {
+        // Flip a byte in the middle of the payload of every file.
+        std::fstream fs(f, std::ios::in | std::ios::out | std::ios::binary);
+        fs.seekg(0, std::ios::end);
+        const auto size = static_cast<std::streamoff>(fs.tellg());
+        fs.seekp(size / 2);
+        char c = 0;
+        fs.seekg(size / 2);
+        fs.read(&c, 1);
+        c = static_cast<char>(c ^ 0x5a);
+        fs.seekp(size / 2);
+        fs.write(&c, 1);
+    }
+    blend_stats st;
+    const std::vector<float> r = run(blend_mode::reuse, 0.f, &st, &one);
+    EXPECT_EQ(st.chunks_hit, 0);
+    EXPECT_EQ(st.chunks_missed, 1);
+    EXPECT_LT(max_abs_diff(full, r), 1e-4);  // a miss is computed in full
+    blend_engine eng(*session_, store_, {});
+    EXPECT_FALSE(store_->contains(eng.key_of(one.preamble, one.chunks[0])));
+}
+
+TEST_F(BlendTest, PromptLongerThanContextIsRefused) {
+    blend_request big = req_;
+    big.chunks.assign(40, req_.chunks[0]);
+    try {
+        run(blend_mode::full, 0.f, nullptr, &big);
+        FAIL() << "expected an error";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::range);
+        EXPECT_NE(std::string(e.what()).find("exceeds the context"), std::string::npos);
+    }
+}
