@@ -288,7 +288,10 @@ void encode_layer(const chunk_kv_meta& m, const float* k, const float* v, int64_
                 const float inv = s > 0.0f ? 1.0f / s : 0.0f;
                 int8_t* qrow = qd + t * D + h * hd;
                 for (int64_t d = 0; d < hd; ++d) {
-                    const float r = std::nearbyint(x[d] * inv);
+                    // round to nearest even by the 1.5 * 2^23 trick (|x * inv| <= 127.x): a
+                    // plain add the compiler vectorizes, where nearbyint is a libm call on the
+                    // SSE2 baseline
+                    const float r = (x[d] * inv + 12582912.0f) - 12582912.0f;
                     qrow[d] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, r)));
                 }
                 std::memcpy(sd + (t * H + h) * 2, &s16, 2);

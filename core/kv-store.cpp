@@ -62,9 +62,20 @@ bool pid_alive(long pid) {
 
 // ---- SQLite helpers (parameterized statements only) ----
 
+// Carries SQLite's code: a ROLLBACK while unwinding resets sqlite3_errcode().
+class sqlite_error : public error {
+public:
+    sqlite_error(int rc, const std::string& msg) : error(status::catalog, msg), rc_(rc) {}
+    int rc() const { return rc_; }
+
+private:
+    int rc_;
+};
+
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, const char* what) {
-    throw error(status::catalog, fmt("kvstore index: %s: %s (%d)", what,
-                                     db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), rc));
+    if (db) rc = sqlite3_extended_errcode(db);
+    throw sqlite_error(rc, fmt("kvstore index: %s: %s (%d)", what,
+                               db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), rc));
 }
 
 class stmt {
@@ -236,7 +247,10 @@ void store_impl::make_dirs() {
         if (pos != dir_.size() && dir_[pos] != '/') continue;
         const std::string sub = dir_.substr(0, pos);
         const int err = io_->mkdir(sub, 0700);
-        if (err != 0 && err != EEXIST) check_io(err, status::io, "mkdir", sub);
+        file_stat st;
+        // Some file systems answer EACCES or EROFS for a directory that exists: look first.
+        if (err != 0 && err != EEXIST && !(io_->stat(sub, &st) == 0 && st.is_dir))
+            check_io(err, status::io, "mkdir", sub);
     }
     file_stat st;
     check_io(io_->stat(dir_, &st), status::io, "stat", dir_);
@@ -269,8 +283,8 @@ void store_impl::configure_index() {
             stmt s(db_, "PRAGMA journal_mode=WAL");
             s.step();
             break;
-        } catch (const error&) {
-            if ((sqlite3_errcode(db_) & 0xff) != SQLITE_BUSY || attempt >= 20) throw;
+        } catch (const sqlite_error& e) {
+            if ((e.rc() & 0xff) != SQLITE_BUSY || attempt >= 20) throw;
             ::usleep(50000);
         }
     }
@@ -307,7 +321,8 @@ void store_impl::open_all() {
             configure_index();
             break;
         } catch (const error& e) {
-            const int rc = db_ ? (sqlite3_errcode(db_) & 0xff) : 0;
+            const auto* se = dynamic_cast<const sqlite_error*>(&e);
+            const int rc = se ? (se->rc() & 0xff) : 0;
             if (db_) sqlite3_close_v2(db_);
             db_ = nullptr;
             // The index is a cache of what the files say: if it is not a database, rebuild it.
@@ -545,9 +560,11 @@ std::unique_ptr<chunk_kv_reader> store_impl::lookup(const chunk_key& key,
             hits_++;
             return std::move(r.reader);
         }
-        case kv_open_status::missing:
-            drop_row(hex);
+        case kv_open_status::missing: {
+            file_stat st;  // a writer may have renamed it into place since our open
+            if (io_->stat(file_path(hex), &st) == ENOENT) drop_row(hex);
             break;
+        }
         case kv_open_status::io_error:
             // Not evidence of damage: keep the file, report a miss.
             log_write(log_level::warn, "kvstore: %s", r.detail.c_str());

@@ -204,7 +204,7 @@ struct tokenizer::impl {
     // BPE: symbols are ids; strings produced by merges that are not vocabulary tokens get
     // virtual ids >= n_vocab so the merge loop never needs strings.
     merge_table merges;
-    token_id byte_symbol[256] = {};     // symbol id of GPT-2's byte-encoded char
+    token_id byte_symbol[256] = {};        // symbol id of GPT-2's byte-encoded char
     token_id single_byte_token[256] = {};  // token whose text is that single byte, or -1
     // SPM byte fallback: <0xXX>, else the byte as text, else unk, else -1.
     token_id spm_byte_token[256] = {};
@@ -242,7 +242,7 @@ struct tokenizer::impl {
 
     void load(const gguf_file& f);
     void load_special_ids(const gguf_file& f);
-    void detect_special_tokens(const gguf_file& f);
+    void detect_special_tokens();
     void build_caches(const gguf_file& f);
     std::string make_piece(token_id id) const;
 
@@ -386,6 +386,7 @@ void tokenizer::impl::load(const gguf_file& f) {
     text_off.resize(n + 1);
     size_t total = 0;
     for (size_t i = 0; i < n; ++i) total += (*tokens)[i].empty() ? 24 : (*tokens)[i].size();
+    if (total >= UINT32_MAX) throw error(status::format, "tokenizer: vocabulary text too large");
     arena.reserve(total);
     for (size_t i = 0; i < n; ++i) {
         text_off[i] = uint32_t(arena.size());
@@ -462,7 +463,7 @@ void tokenizer::impl::load(const gguf_file& f) {
     for (auto& id : spm_byte_token) {
         if (id == k_null) id = unk;  // llama.cpp would throw; unk (or nothing) is kinder
     }
-    detect_special_tokens(f);
+    detect_special_tokens();
     build_caches(f);
     std::unordered_map<std::string_view, token_id>().swap(token_to_id);
 }
@@ -506,7 +507,7 @@ void tokenizer::impl::load_special_ids(const gguf_file& f) {
     }
 }
 
-void tokenizer::impl::detect_special_tokens(const gguf_file& f) {
+void tokenizer::impl::detect_special_tokens() {
     // Auto-detection by text, in token_to_id iteration order like llama.cpp (first match wins).
     auto make_control = [&](token_id id) { attrs[id] |= attr_control; };
     auto any_of = [](std::string_view s, std::initializer_list<const char*> list) {
@@ -644,7 +645,6 @@ void tokenizer::impl::detect_special_tokens(const gguf_file& f) {
     eog_ids = eog;
     is_eog.assign(attrs.size(), 0);
     for (token_id id : eog_ids) is_eog[id] = 1;
-    (void)f;
 }
 
 void tokenizer::impl::build_caches(const gguf_file& f) {

@@ -1,6 +1,7 @@
 // Tokenizer read from GGUF metadata (tokenizer.ggml.*): gpt2-style byte-level BPE with the
-// `smollm`/`starcoder`/`refact`, `llama-bpe`/`llama3`, `qwen2`, `gpt-2` and default
-// pre-tokenizers, and SentencePiece-style `llama` vocabularies. Byte-exact with llama.cpp.
+// `smollm`/`starcoder`/`refact`, `llama-bpe`/`llama3`, `qwen2`, `gpt-2`/`mpt`, `deepseek-coder`,
+// `falcon` and default pre-tokenizers, and SentencePiece-style `llama` vocabularies. Byte-exact
+// with llama.cpp. Immutable after loading: encode/decode may run on several threads at once.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +32,14 @@ public:
     std::vector<token_id> encode(std::string_view text, bool add_special, bool parse_special) const;
 
     // Bytes of one token. special=false renders control tokens as "" (llama.cpp token_to_piece).
+    // Throws cacheblend::error(status::invalid_arg) for an id outside [0, n_vocab()).
     std::string token_to_piece(token_id id, bool special = false) const;
-    // Concatenated pieces; bytes round-trip exactly for BPE vocabularies.
+    // llama.cpp's llama_detokenize(remove_special = false, unparse_special = special): the pieces
+    // concatenated, minus the SentencePiece prefix space of the first token, with
+    // clean_up_tokenization_spaces where the vocabulary asks for it (gpt-2, starcoder, ...; not
+    // smollm, qwen2, SPM). For byte-level BPE vocabularies without clean-up, decode(encode(s))
+    // == s for any bytes, invalid UTF-8 included (llama.cpp would turn those into U+FFFD),
+    // except bytes the vocabulary has no token for, which are dropped as llama.cpp drops them.
     std::string decode(const std::vector<token_id>& ids, bool special = false) const;
 
     int32_t n_vocab() const;

@@ -387,8 +387,8 @@ size_t match_ws_opt_run(const cpt_text& t, size_t p, size_t e, uint16_t flag) {
     return n ? q - p + n : 0;
 }
 
-// [一-龥ࠀ-一가-퟿]+ runs through std::wregex, where llama.cpp first replaces non-ASCII whitespace
-// by U+000B: those codepoints (U+1680, U+2000.., U+3000) fall in the ranges but never match.
+// [\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+ runs through std::wregex, where llama.cpp first
+// replaces non-ASCII whitespace by U+000B: those codepoints (U+1680, U+2000.., U+3000) fall in the ranges but never match.
 size_t match_cjk_run(const cpt_text& t, size_t p, size_t e) {
     size_t q = p;
     while (q < e) {

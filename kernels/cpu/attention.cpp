@@ -85,7 +85,7 @@ void gen_scale_rows(float* o, int64_t ld, int rows, int n, const float* alpha) {
     }
 }
 
-const attn_kernels k_gen_table = {gen_load_k, gen_load_v, gen_softmax, gen_scale_rows};
+const attn_kernels k_gen_table = {gen_load_k, gen_load_v, gen_softmax, gen_scale_rows, nullptr};
 
 }  // namespace
 
@@ -98,7 +98,7 @@ namespace {
 constexpr float k_log2e = 1.4426950408889634f;
 // Query rows (queries x heads of a group) per block: enough to amortise a K/V tile conversion
 // over many GEMM rows, small enough that Q, S and O stay in L2.
-constexpr int k_rows_per_block = 128;
+constexpr int k_rows_per_block = 256;
 // A key-range split keeps at least this many key tiles per task.
 constexpr int64_t k_min_tiles_per_split = 4;
 
@@ -169,21 +169,40 @@ void run_task(const attn_plan& pl, int64_t qb, int g, int64_t tile_begin, int64_
         const int64_t koff = j0 * a.kv_stride + static_cast<int64_t>(g) * d;
         ak.load_k(a.k + koff, a.kv_stride, n_valid, d, ts.kt.data());
         ak.load_v(a.v + koff, a.kv_stride, n_valid, d, ts.vt.data());
+        for (int r = 0; r < rows; ++r) {
+            limit[r] = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(n_valid,
+                                                                               vis_end[r] - j0)));
+        }
+        // Row tiles that see no key of this tile (above the causal diagonal) are skipped: the
+        // softmax leaves them unchanged (limit 0) and their P rows would be all zero.
+        auto tile_visible = [&](int r0, int mr) {
+            for (int r = r0; r < r0 + mr; ++r) {
+                if (limit[r] > 0) return true;
+            }
+            return false;
+        };
+        if (ak.row_tile) {
+            for (int r0 = 0; r0 < rows; r0 += gk.mr) {
+                const int mr = std::min(gk.mr, rows - r0);
+                if (!tile_visible(r0, mr)) continue;
+                ak.row_tile(mr, d, qs + r0 * d, d, ts.kt.data(), ts.vt.data(), n_valid,
+                            limit + r0, m + r0, l + r0, o + r0 * d, d, s);
+            }
+            continue;
+        }
         for (int r0 = 0; r0 < rows; r0 += gk.mr) {
             const int mr = std::min(gk.mr, rows - r0);
+            if (!tile_visible(r0, mr)) continue;
             for (int p = 0; p < ukr::k_key_tile / nr; ++p) {
                 gk.tile(mr, d, qs + r0 * d, d, ts.kt.data() + static_cast<int64_t>(p) * d * nr,
                         s + r0 * ukr::k_key_tile + p * nr, ukr::k_key_tile, nr, nullptr, false);
             }
         }
-        for (int r = 0; r < rows; ++r) {
-            limit[r] = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(n_valid,
-                                                                               vis_end[r] - j0)));
-        }
         ak.softmax(s, ukr::k_key_tile, rows, limit, m, l, alpha);
         ak.scale_rows(o, d, rows, d, alpha);
         for (int r0 = 0; r0 < rows; r0 += gk.mr) {
             const int mr = std::min(gk.mr, rows - r0);
+            if (!tile_visible(r0, mr)) continue;
             for (int p = 0; p < n_vpanels; ++p) {
                 gk.tile(mr, n_valid, s + r0 * ukr::k_key_tile, ukr::k_key_tile,
                         ts.vt.data() + static_cast<int64_t>(p) * ukr::k_key_tile * nr,

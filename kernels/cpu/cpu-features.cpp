@@ -23,7 +23,8 @@ uint64_t xgetbv0() {
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-cpu_isa detect_hw() {
+cpu_isa detect_hw(bool* bf16) {
+    *bf16 = false;
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid(0, &a, &b, &c, &d) || a < 7) return cpu_isa::generic;
     const unsigned max_leaf = a;
@@ -45,25 +46,30 @@ cpu_isa detect_hw() {
     const bool avx512bw = b & (1u << 30);
     const bool avx512vl = b & (1u << 31);
     const bool avx512vnni = c & (1u << 11);
-    // The AVX-512 TUs are compiled with -mavx512bf16 too, so the compiler may emit it.
+    // BF16 is not part of the level (Cascade Lake / Ice Lake lack it): kernels that use it
+    // check cpu_has_avx512bf16().
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     __cpuid_count(7, 1, a1, b1, c1, d1);
-    const bool avx512bf16 = a1 & (1u << 5);
+    *bf16 = os_zmm && avx512f && (a1 & (1u << 5));
 
     if (!(os_ymm && avx2 && fma && f16c && bmi2)) return cpu_isa::generic;
-    if (os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni && avx512bf16) {
+    if (os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni) {
         return cpu_isa::avx512;
     }
     return cpu_isa::avx2;
 }
 #else
-cpu_isa detect_hw() { return cpu_isa::generic; }
+cpu_isa detect_hw(bool* bf16) {
+    *bf16 = false;
+    return cpu_isa::generic;
+}
 #endif
 
 cpu_isa min_isa(cpu_isa x, cpu_isa y) { return static_cast<int>(x) < static_cast<int>(y) ? x : y; }
 
 // -1: not computed yet. Racing initialisers compute the same values, so relaxed stores are fine.
 std::atomic<int> g_detected{-1};
+std::atomic<int> g_bf16{-1};
 std::atomic<int> g_env{-1};  // CBL_CPU_ISA, clamped to the hardware; -1 until read
 std::atomic<int> g_active{-1};
 
@@ -81,10 +87,17 @@ cpu_isa env_or_detected(cpu_isa hw) {
 cpu_isa cpu_isa_detected() {
     int v = g_detected.load(std::memory_order_acquire);
     if (v < 0) {
-        v = static_cast<int>(detect_hw());
+        bool bf16 = false;
+        v = static_cast<int>(detect_hw(&bf16));
+        g_bf16.store(bf16 ? 1 : 0, std::memory_order_release);
         g_detected.store(v, std::memory_order_release);
     }
     return static_cast<cpu_isa>(v);
+}
+
+bool cpu_has_avx512bf16() {
+    if (g_detected.load(std::memory_order_acquire) < 0) cpu_isa_detected();
+    return g_bf16.load(std::memory_order_acquire) == 1;
 }
 
 cpu_isa cpu_isa_active() {

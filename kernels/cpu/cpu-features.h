@@ -13,9 +13,12 @@ enum class cpu_isa : int {
 };
 
 cpu_isa cpu_isa_detected();  // what the hardware and OS support
-cpu_isa cpu_isa_active();    // min(detected, CBL_CPU_ISA env, override)
+cpu_isa cpu_isa_active();    // min(detected, CBL_CPU_ISA env); a test override replaces the env
 // Sets the active level (clamped to the detected one); returns the level now active. For tests.
 cpu_isa cpu_isa_set_override(cpu_isa isa);
 const char* cpu_isa_name(cpu_isa isa);
+// AVX-512 BF16 (vdpbf16ps, vcvtneps2bf16) in hardware and OS; not implied by cpu_isa::avx512.
+// Independent of the active level: callers check both.
+bool cpu_has_avx512bf16();
 
 }  // namespace cacheblend

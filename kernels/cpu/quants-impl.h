@@ -18,23 +18,70 @@
 namespace cacheblend {
 namespace qimpl {
 
-constexpr int qk = 32;    // elements per block of the 32-element types
-constexpr int qk_k = 256; // elements per k-quant super-block
+constexpr int qk = 32;     // elements per block of the 32-element types
+constexpr int qk_k = 256;  // elements per k-quant super-block
 
 // Halves are stored as raw u16; blocks are only 2-byte aligned inside GGUF tensors.
-struct block_q4_0 { uint16_t d; uint8_t qs[16]; };
-struct block_q4_1 { uint16_t d, m; uint8_t qs[16]; };
-struct block_q5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
-struct block_q5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; };
-struct block_q8_0 { uint16_t d; int8_t qs[32]; };
-struct block_q8_1 { uint16_t d, s; int8_t qs[32]; };
-struct block_q2_k { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; };
-struct block_q3_k { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; };
-struct block_q4_k { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
-struct block_q5_k { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
-struct block_q6_k { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+struct block_q4_0 {
+    uint16_t d;
+    uint8_t qs[16];
+};
+struct block_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[16];
+};
+struct block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct block_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+struct block_q8_1 {
+    uint16_t d, s;
+    int8_t qs[32];
+};
+struct block_q2_k {
+    uint8_t scales[16];
+    uint8_t qs[64];
+    uint16_t d, dmin;
+};
+struct block_q3_k {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12];
+    uint16_t d;
+};
+struct block_q4_k {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+struct block_q5_k {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+struct block_q6_k {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
 // d is read with memcpy: callers may hand us q8_K rows at any even address.
-struct block_q8_k { float d; int8_t qs[256]; int16_t bsums[16]; };
+struct block_q8_k {
+    uint8_t d[4];  // f32 as bytes: keeps the block 2-byte aligned like the others
+    int8_t qs[256];
+    int16_t bsums[16];
+};
 
 static_assert(sizeof(block_q4_0) == 18, "q4_0 layout");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 layout");
@@ -76,7 +123,7 @@ static inline float h2f(uint16_t h) {
 
 static inline float q8k_d(const block_q8_k* b) {
     float d;
-    std::memcpy(&d, &b->d, 4);
+    std::memcpy(&d, b->d, 4);
     return d;
 }
 

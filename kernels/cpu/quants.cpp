@@ -276,7 +276,8 @@ void quant_q4_1(const float* x, void* dst, int64_t n) {
         y[i].d = f2h(d);
         y[i].m = f2h(min);
         for (int j = 0; j < 16; ++j) {
-            const int x0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f)));
+            const int x0 =
+                std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f)));
             const int x1 =
                 std::min(15, static_cast<int>(static_cast<int8_t>((x[16 + j] - min) * id + 0.5f)));
             y[i].qs[j] = static_cast<uint8_t>(x0 | (x1 << 4));
@@ -389,7 +390,8 @@ void quant_q8_k(const float* x, void* dst, int64_t n) {
                 for (int l = 0; l < 16; ++l) sum += b.qs[16 * j + l];
                 b.bsums[j] = static_cast<int16_t>(sum);
             }
-            b.d = 1 / iscale;
+            const float d = 1 / iscale;
+            std::memcpy(b.d, &d, 4);
         }
         std::memcpy(&y[i], &b, sizeof(b));
     }
@@ -427,8 +429,10 @@ void fit_scale_min(const float* x, int n, int nmax, float* scale, float* min) {
         const float shrink = 0.02f * step;
         for (int side = 0; side < 2; ++side) {
             float l = lo, h = hi;
-            if (side == 0) l = std::min(0.f, lo + shrink * (hi - lo));
-            else h = hi - shrink * (hi - lo);
+            if (side == 0)
+                l = std::min(0.f, lo + shrink * (hi - lo));
+            else
+                h = hi - shrink * (hi - lo);
             if (h <= l) continue;
             const float s = (h - l) / nmax;
             float err = 0.f;
@@ -475,9 +479,8 @@ void quant_q2_k(const float* x, void* dst, int64_t n) {
         }
         for (int j = 0; j < qk_k; j += 128) {
             for (int l = 0; l < 32; ++l) {
-                y[i].qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) |
-                                                          (L[j + l + 64] << 4) |
-                                                          (L[j + l + 96] << 6));
+                y[i].qs[j / 4 + l] = static_cast<uint8_t>(
+                    L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
             }
         }
     }
@@ -500,7 +503,8 @@ void quant_q3_k(const float* x, void* dst, int64_t n) {
         if (max_scale != 0.f) {
             const float iscale = -32.f / max_scale;
             for (int j = 0; j < 16; ++j) {
-                ls[j] = static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(iscale * scales[j]))));
+                ls[j] = static_cast<int8_t>(
+                    std::max(-32, std::min(31, nearest_int(iscale * scales[j]))));
             }
             y[i].d = f2h(1 / iscale);
         } else {
@@ -509,8 +513,10 @@ void quant_q3_k(const float* x, void* dst, int64_t n) {
         }
         for (int j = 0; j < 16; ++j) {
             const int l = ls[j] + 32;
-            if (j < 8) y[i].scales[j] = static_cast<uint8_t>(l & 0xF);
-            else y[i].scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+            if (j < 8)
+                y[i].scales[j] = static_cast<uint8_t>(l & 0xF);
+            else
+                y[i].scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
             y[i].scales[8 + j % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
         }
         const float d = h2f_(y[i].d);
@@ -530,9 +536,8 @@ void quant_q3_k(const float* x, void* dst, int64_t n) {
         }
         for (int j = 0; j < qk_k; j += 128) {
             for (int l = 0; l < 32; ++l) {
-                y[i].qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) |
-                                                          (L[j + l + 64] << 4) |
-                                                          (L[j + l + 96] << 6));
+                y[i].qs[j / 4 + l] = static_cast<uint8_t>(
+                    L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
             }
         }
     }
@@ -586,7 +591,8 @@ void quant_q4_k(const float* x, void* dst, int64_t n) {
         quant_k4_common(x, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
         for (int c = 0; c < 4; ++c) {
             for (int l = 0; l < 32; ++l) {
-                y[i].qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+                y[i].qs[32 * c + l] =
+                    static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
             }
         }
     }
@@ -629,7 +635,8 @@ void quant_q6_k(const float* x, void* dst, int64_t n) {
             const float iscale = -128.f / max_scale;
             y[i].d = f2h(1 / iscale);
             for (int j = 0; j < 16; ++j) {
-                y[i].scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
+                y[i].scales[j] =
+                    static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
             }
             const float d = h2f_(y[i].d);
             for (int j = 0; j < 16; ++j) {
@@ -887,9 +894,11 @@ float dot_q6_k(int64_t n, const void* vw, const void* va) {
             int8_t* o = v + 128 * h;
             for (int l = 0; l < 32; ++l) {
                 o[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-                o[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                o[l + 32] =
+                    static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
                 o[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                o[l + 96] =
+                    static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
             }
         }
         int isum = 0;
@@ -950,6 +959,19 @@ const generic_kernels* generic_for(dtype t) {
     return nullptr;
 }
 
+#if CBL_QUANTS_X86
+// The specialised kernel for the active level, or nullptr (generic). AVX-512 machines also run
+// the AVX2 kernels of types that have no AVX-512 one.
+template <typename F>
+F pick(F (*f512)(dtype), F (*f256)(dtype), dtype t) {
+    const cpu_isa isa = cpu_isa_active();
+    F f = nullptr;
+    if (isa == cpu_isa::avx512) f = f512(t);
+    if (!f && isa != cpu_isa::generic) f = f256(t);
+    return f;
+}
+#endif
+
 }  // namespace
 
 dtype vec_dot_type(dtype weight) {
@@ -970,10 +992,7 @@ dtype vec_dot_type(dtype weight) {
 
 void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
 #if CBL_QUANTS_X86
-    const cpu_isa isa = cpu_isa_active();
-    dequantize_fn f = nullptr;
-    if (isa == cpu_isa::avx512) f = avx512::find_dequantize(t);
-    else if (isa == cpu_isa::avx2) f = avx2::find_dequantize(t);
+    const dequantize_fn f = pick(avx512::find_dequantize, avx2::find_dequantize, t);
     if (f) return f(src, dst, n);
 #endif
     if (const generic_kernels* k = generic_for(t)) k->dequant(src, dst, n);
@@ -981,10 +1000,7 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
 
 void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
 #if CBL_QUANTS_X86
-    const cpu_isa isa = cpu_isa_active();
-    quantize_fn f = nullptr;
-    if (isa == cpu_isa::avx512) f = avx512::find_quantize(t);
-    else if (isa == cpu_isa::avx2) f = avx2::find_quantize(t);
+    const quantize_fn f = pick(avx512::find_quantize, avx2::find_quantize, t);
     if (f) return f(src, dst, n);
 #endif
     if (const generic_kernels* k = generic_for(t)) k->quant(src, dst, n);
@@ -993,11 +1009,12 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
 void vec_dot_rows(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
                   float* out) {
     if (nrows <= 0) return;
+    if (n <= 0) {
+        for (int64_t r = 0; r < nrows; ++r) out[r] = 0.f;
+        return;
+    }
 #if CBL_QUANTS_X86
-    const cpu_isa isa = cpu_isa_active();
-    vec_dot_rows_fn f = nullptr;
-    if (isa == cpu_isa::avx512) f = avx512::find_vec_dot_rows(t);
-    else if (isa == cpu_isa::avx2) f = avx2::find_vec_dot_rows(t);
+    const vec_dot_rows_fn f = pick(avx512::find_vec_dot_rows, avx2::find_vec_dot_rows, t);
     if (f) return f(n, w, w_stride, nrows, a, out);
 #endif
     const generic_kernels* k = generic_for(t);

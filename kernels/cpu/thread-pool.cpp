@@ -28,6 +28,7 @@ constexpr auto k_spin_budget = std::chrono::microseconds(2000);
 
 struct thread_pool::impl {
     int n_threads = 1;
+    bool spin = true;  // false when there are more threads than cores: spinning would only steal
     std::vector<std::thread> workers;
 
     // Job hand-off. The caller publishes `job` and then bumps `generation` (release); a worker
@@ -61,13 +62,17 @@ struct thread_pool::impl {
 
     // Waits until generation != seen (returns it) or stop is set (returns seen).
     uint64_t wait_for_job(uint64_t seen) {
-        const auto start = std::chrono::steady_clock::now();
-        for (uint32_t spins = 0;; ++spins) {
-            const uint64_t g = generation.load(std::memory_order_acquire);
-            if (g != seen || stop.load(std::memory_order_acquire)) return g;
-            CBL_CPU_RELAX();
-            if ((spins & 255) == 255 && std::chrono::steady_clock::now() - start > k_spin_budget) {
-                break;
+        if (spin) {
+            const auto start = std::chrono::steady_clock::now();
+            for (uint32_t spins = 1;; ++spins) {
+                const uint64_t g = generation.load(std::memory_order_acquire);
+                if (g != seen || stop.load(std::memory_order_acquire)) return g;
+                CBL_CPU_RELAX();
+                if ((spins & 255) == 0) {
+                    // Let a descheduled peer (or the caller) run when cores are oversubscribed.
+                    std::this_thread::yield();
+                    if (std::chrono::steady_clock::now() - start > k_spin_budget) break;
+                }
             }
         }
         // Sleep. n_sleeping is raised before generation is re-checked (both seq_cst), and the
@@ -105,6 +110,8 @@ struct thread_pool::impl {
 
 thread_pool::thread_pool(int n_threads) : impl_(std::make_unique<impl>()) {
     impl_->n_threads = std::max(1, n_threads);
+    const unsigned hw = std::thread::hardware_concurrency();
+    impl_->spin = hw == 0 || static_cast<unsigned>(impl_->n_threads) <= hw;
     impl_->workers.reserve(static_cast<size_t>(impl_->n_threads - 1));
     try {
         for (int i = 1; i < impl_->n_threads; ++i) {
@@ -145,7 +152,7 @@ void thread_pool::run(const std::function<void(int ith, int nth)>& fn) {
     // Workers usually finish within microseconds of us; spin, then yield if they lag (a worker
     // may have been descheduled on an oversubscribed machine).
     for (uint32_t spins = 0; s.n_done.load(std::memory_order_acquire) != n_workers; ++spins) {
-        if (spins < 4096) {
+        if (s.spin && spins < 1024) {
             CBL_CPU_RELAX();
         } else {
             std::this_thread::yield();

@@ -43,6 +43,13 @@ struct attn_kernels {
                     float* alpha);
     // o[r][0..n) *= alpha[r]
     void (*scale_rows)(float* o, int64_t ld, int rows, int n, const float* alpha);
+    // Optional (nullptr: the driver composes the pieces above). One row tile (rows <= the GEMM's
+    // mr) against one key tile, fused: S = Q K^T (q pre-scaled, row stride ldq), the online
+    // softmax update of m, l, then O = alpha * O + P V (o: head_dim floats per row, stride ldo).
+    // p is scratch for rows x k_key_tile floats.
+    void (*row_tile)(int rows, int head_dim, const float* q, int64_t ldq, const float* kt,
+                     const float* vt, int n_valid, const int* limit, float* m, float* l,
+                     float* o, int64_t ldo, float* p);
 };
 
 // Elementwise helpers for ops.cpp.

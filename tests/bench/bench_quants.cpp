@@ -89,13 +89,128 @@ void gemv_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(bm_gemv)->Apply(gemv_args)->Unit(benchmark::kMicrosecond);
 
+// All decode GEMVs of one SmolLM2-135M token (30 layers of q/k/v/o/gate/up/down in q4_1, the
+// tied 49152x576 q8_0 output): ~96 MB of weights, split by rows over the benchmark's threads
+// as the decode matmul does. tok/s here is the GEMV-only ceiling of decode.
+struct decode_model {
+    struct mat {
+        dtype t;
+        int64_t rows, cols;
+        size_t row_bytes;
+        const uint8_t* w;
+        const uint8_t* a;
+    };
+    std::vector<mat> mats;
+    aligned_array<uint8_t> weights;
+    std::vector<uint8_t> act_q8_0, act_q8_1, act_q8_1_ffn;
+    size_t total = 0;
+};
+
+const decode_model& get_decode_model() {
+    static const decode_model m = [] {
+        decode_model d;
+        struct shape {
+            dtype t;
+            int64_t rows, cols;
+        };
+        std::vector<shape> shapes;
+        for (int l = 0; l < 30; ++l) {
+            for (auto s : {shape{dtype::q4_1, 576, 576},
+                           {dtype::q4_1, 192, 576},
+                           {dtype::q4_1, 192, 576},
+                           {dtype::q4_1, 576, 576},
+                           {dtype::q4_1, 1536, 576},
+                           {dtype::q4_1, 1536, 576},
+                           {dtype::q4_1, 576, 1536}}) {
+                shapes.push_back(s);
+            }
+        }
+        shapes.push_back({dtype::q8_0, 49152, 576});
+        for (const shape& s : shapes) d.total += dtype_row_bytes(s.t, s.cols) * s.rows;
+        d.weights.resize(d.total);
+        std::mt19937 rng(5);
+        std::normal_distribution<float> dist(0.f, 1.f);
+        std::vector<float> row(1536);
+        for (float& x : row) x = dist(rng);
+        d.act_q8_0.resize(dtype_row_bytes(dtype::q8_0, 576));
+        d.act_q8_1.resize(dtype_row_bytes(dtype::q8_1, 576));
+        d.act_q8_1_ffn.resize(dtype_row_bytes(dtype::q8_1, 1536));
+        quantize_row(dtype::q8_0, row.data(), d.act_q8_0.data(), 576);
+        quantize_row(dtype::q8_1, row.data(), d.act_q8_1.data(), 576);
+        quantize_row(dtype::q8_1, row.data(), d.act_q8_1_ffn.data(), 1536);
+        size_t off = 0;
+        for (const shape& s : shapes) {
+            const size_t rb = dtype_row_bytes(s.t, s.cols);
+            uint8_t* w = d.weights.data() + off;
+            for (int64_t r = 0; r < s.rows; ++r) {
+                if (r < 64) {
+                    for (int64_t c = 0; c < s.cols; ++c) row[c] = dist(rng);
+                    quantize_row(s.t, row.data(), w + r * rb, s.cols);
+                } else {
+                    std::memcpy(w + r * rb, w + (r % 64) * rb, rb);
+                }
+            }
+            const uint8_t* a = s.t == dtype::q8_0 ? d.act_q8_0.data()
+                               : s.cols == 1536   ? d.act_q8_1_ffn.data()
+                                                  : d.act_q8_1.data();
+            d.mats.push_back({s.t, s.rows, s.cols, rb, w, a});
+            off += rb * s.rows;
+        }
+        return d;
+    }();
+    return m;
+}
+
+void bm_decode_sim(benchmark::State& state) {
+    const cpu_isa isa = static_cast<cpu_isa>(state.range(0));
+    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_detected())) {
+        state.SkipWithError("ISA level not available on this machine");
+        return;
+    }
+    cpu_isa_set_override(isa);
+    const decode_model& m = get_decode_model();
+    std::vector<float> out(49152);
+    const int t = state.thread_index(), nt = state.threads();
+    size_t bytes = 0;
+    for (const auto& mt : m.mats) {
+        const int64_t r0 = (mt.rows * t / nt) & ~3,
+                      r1 = t + 1 == nt ? mt.rows : (mt.rows * (t + 1) / nt) & ~3;
+        bytes += (r1 - r0) * mt.row_bytes;
+    }
+    for (auto _ : state) {
+        for (const auto& mt : m.mats) {
+            const int64_t r0 = (mt.rows * t / nt) & ~3;
+            const int64_t r1 = t + 1 == nt ? mt.rows : (mt.rows * (t + 1) / nt) & ~3;
+            vec_dot_rows(mt.t, mt.cols, mt.w + r0 * mt.row_bytes, mt.row_bytes, r1 - r0, mt.a,
+                         out.data());
+        }
+        benchmark::ClobberMemory();
+    }
+    state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+    state.counters["tok/s"] =
+        benchmark::Counter(static_cast<double>(bytes) / static_cast<double>(m.total),
+                           benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel(cpu_isa_name(isa));
+}
+
+BENCHMARK(bm_decode_sim)
+    ->DenseRange(0, 2)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // Other weight types of common Q4_K_M downloads, hot only, 1536x576-ish shapes.
 void other_args(benchmark::internal::Benchmark* b) {
     b->ArgNames({"type", "rows", "cols", "isa", "cold"});
     for (dtype t : {dtype::q4_0, dtype::q5_0, dtype::q5_1, dtype::q4_k, dtype::q6_k, dtype::q2_k,
                     dtype::q3_k, dtype::q5_k, dtype::f16, dtype::bf16, dtype::f32}) {
         const int64_t cols = (t == dtype::q4_k || t == dtype::q6_k || t == dtype::q2_k ||
-                              t == dtype::q3_k || t == dtype::q5_k) ? 1536 : 576;
+                              t == dtype::q3_k || t == dtype::q5_k)
+                                 ? 1536
+                                 : 576;
         const int64_t rows = cols == 1536 ? 576 : 1536;
         for (int isa = 0; isa <= 2; ++isa) {
             b->Args({static_cast<int64_t>(t), rows, cols, isa, 0});

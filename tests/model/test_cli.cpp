@@ -564,7 +564,7 @@ TEST(Cli, GenerateJson) {
     const auto m = cacheblend::model::load(model_path, lp);
     const std::string prompt = "The capital of France is";
     const run_result r = run_cli({"generate", "--model", model_path, "--prompt", prompt, "--json",
-                                  "--max-tokens", "8", "--top-logprobs", "5", "--threads", "2"});
+                                  "--max-tokens", "8", "--top-logprobs", "5", "--threads", "1"});
     check_generate_json(r, m->vocab().encode(prompt, true, false), 8, 5);
 }
 
@@ -580,7 +580,7 @@ TEST(Cli, GenerateChatJson) {
         cacheblend::render_chat(m->chat(), {{"system", system}, {"user", question}}, true);
     const run_result r =
         run_cli({"generate", "--model", model_path, "--chat", "--system", system, "--prompt",
-                 question, "--json", "--max-tokens", "4", "--top-logprobs", "3", "--threads=2"});
+                 question, "--json", "--max-tokens", "4", "--top-logprobs", "3", "--threads=1"});
     check_generate_json(r, m->vocab().encode(rendered, true, true), 4, 3);
 }
 
@@ -589,12 +589,12 @@ TEST(Cli, GenerateHumanStreamsAndPrintsStats) {
     CBL_REQUIRE_DEFAULT_MODEL(model_path);
     const run_result json =
         run_cli({"generate", "--model", model_path, "--prompt", "Once upon a time", "--max-tokens",
-                 "6", "--json", "--threads", "2"});
+                 "6", "--json", "--threads", "1"});
     ASSERT_EQ(json.exit_code, 0) << describe(json);
     jvalue j;
     ASSERT_TRUE(parse_json(json.out, j));
     const run_result r = run_cli({"generate", "--model", model_path, "--prompt", "Once upon a time",
-                                  "--max-tokens", "6", "--threads", "2"});
+                                  "--max-tokens", "6", "--threads", "1"});
     ASSERT_EQ(r.exit_code, 0) << describe(r);
     // Greedy runs agree; stdout is the answer (JSON shows invalid UTF-8 as U+FFFD, so compare the
     // ASCII-only case only).
@@ -611,7 +611,7 @@ TEST(Cli, BenchJson) {
     CBL_REQUIRE_DEFAULT_MODEL(model_path);
     for (const char* kind : {"prefill", "decode"}) {
         const run_result r = run_cli({"bench", kind, "--model", model_path, "--tokens", "4,8",
-                                      "--reps", "1", "--threads", "2", "--json"});
+                                      "--reps", "1", "--threads", "1", "--json"});
         ASSERT_EQ(r.exit_code, 0) << describe(r);
         jvalue j;
         ASSERT_TRUE(parse_json(r.out, j)) << r.out;
@@ -624,7 +624,7 @@ TEST(Cli, BenchJson) {
             ASSERT_NE(row.get("tokens"), nullptr);
             EXPECT_EQ(row.get("tokens")->num, i == 0 ? 4 : 8);
             ASSERT_NE(row.get("threads"), nullptr);
-            EXPECT_EQ(row.get("threads")->num, 2);
+            EXPECT_EQ(row.get("threads")->num, 1);
             ASSERT_NE(row.get("tokens_per_s"), nullptr);
             EXPECT_GT(row.get("tokens_per_s")->num, 0);
         }

@@ -58,12 +58,12 @@ TEST(ChatTemplate, Detect) {
     EXPECT_EQ(detect_chat_format("[INST] <<SYS>> content.strip()"), chat_format::llama2_sys_strip);
     EXPECT_EQ(detect_chat_format("bos_token + '[INST] <<SYS>>"), chat_format::llama2_sys_bos);
     EXPECT_EQ(detect_chat_format("[INST] <<SYS>>"), chat_format::llama2_sys);
-    // llama.cpp sends these to formats we do not render.
-    EXPECT_EQ(detect_chat_format("<|im_start|><|im_sep|>"), chat_format::unknown);            // phi4
-    EXPECT_EQ(detect_chat_format("<|im_start|><end_of_utterance>"), chat_format::unknown);    // smolvlm
-    EXPECT_EQ(detect_chat_format("<|user|><|assistant|><|end|>"), chat_format::unknown);      // phi3
+    // llama.cpp sends these to formats we do not render: phi4, smolvlm, phi3, gemma.
+    EXPECT_EQ(detect_chat_format("<|im_start|><|im_sep|>"), chat_format::unknown);
+    EXPECT_EQ(detect_chat_format("<|im_start|><end_of_utterance>"), chat_format::unknown);
+    EXPECT_EQ(detect_chat_format("<|user|><|assistant|><|end|>"), chat_format::unknown);
     EXPECT_EQ(detect_chat_format("<start_of_turn><|start_header_id|><|end_header_id|>"),
-              chat_format::unknown);                                                           // gemma
+              chat_format::unknown);
     EXPECT_EQ(detect_chat_format("<|start_header_id|>"), chat_format::unknown);  // needs both
     EXPECT_EQ(detect_chat_format(""), chat_format::unknown);
     EXPECT_EQ(detect_chat_format("{{ messages }}"), chat_format::unknown);

@@ -80,7 +80,8 @@ std::string entry_path(const std::string& dir, const chunk_key& k) {
 
 chunk_key parse_key(const std::string& hex) {
     chunk_key k;
-    for (int i = 0; i < 32; ++i) k.bytes[i] = uint8_t(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    for (int i = 0; i < 32; ++i)
+        k.bytes[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
     return k;
 }
 

@@ -60,34 +60,50 @@ void load_v(const uint16_t* v, int64_t ld, int n_valid, int head_dim, float* vt)
     }
 }
 
+// Row maxima first, then alpha for 8 rows in one vector, then the weights.
 void softmax(float* s, int64_t ld, int rows, const int* limit, float* m, float* l,
              float* alpha) {
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-    for (int r = 0; r < rows; ++r) {
-        float* row = s + r * ld;
-        __m256 vm[8], x[8];
-        __m256 mx = neg_inf;
-        for (int c = 0; c < 8; ++c) {
-            vm[c] = _mm256_castsi256_ps(tail_mask(limit[r] - 8 * c));
-            x[c] = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(row + 8 * c), vm[c]);
-            mx = _mm256_max_ps(mx, x[c]);
+    for (int r0 = 0; r0 < rows; r0 += 8) {
+        const int nb = rows - r0 < 8 ? rows - r0 : 8;
+        alignas(32) float mx[8], mo[8], mn[8], al[8];
+        for (int i = 0; i < 8; ++i) mx[i] = mo[i] = -INFINITY;
+        for (int i = 0; i < nb; ++i) {
+            const float* row = s + (r0 + i) * ld;
+            __m256 v = neg_inf;
+            for (int c = 0; c < 8; ++c) {
+                const __m256 km = _mm256_castsi256_ps(tail_mask(limit[r0 + i] - 8 * c));
+                v = _mm256_max_ps(v, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(row + 8 * c), km));
+            }
+            mx[i] = avx2_simd::hmax(v);
+            mo[i] = m[r0 + i];
         }
-        const float m_new = std::fmax(m[r], avx2_simd::hmax(mx));
-        if (m_new == -INFINITY) {
-            alpha[r] = 1.f;
-            for (int c = 0; c < 8; ++c) _mm256_storeu_ps(row + 8 * c, _mm256_setzero_ps());
-            continue;
+        const __m256 m_old = _mm256_load_ps(mo);
+        const __m256 m_new = _mm256_max_ps(m_old, _mm256_load_ps(mx));
+        const __m256 seen = _mm256_cmp_ps(m_new, neg_inf, _CMP_NEQ_OQ);
+        const __m256 a = _mm256_blendv_ps(_mm256_set1_ps(1.f),
+                                          avx2_simd::exp2_neg(_mm256_sub_ps(m_old, m_new)), seen);
+        _mm256_store_ps(al, a);
+        _mm256_store_ps(mn, m_new);
+        for (int i = 0; i < nb; ++i) {
+            float* row = s + (r0 + i) * ld;
+            alpha[r0 + i] = al[i];
+            m[r0 + i] = mn[i];
+            if (mn[i] == -INFINITY) {
+                for (int c = 0; c < 8; ++c) _mm256_storeu_ps(row + 8 * c, _mm256_setzero_ps());
+                continue;
+            }
+            const __m256 mv = _mm256_set1_ps(mn[i]);
+            __m256 sum = _mm256_setzero_ps();
+            for (int c = 0; c < 8; ++c) {
+                const __m256 km = _mm256_castsi256_ps(tail_mask(limit[r0 + i] - 8 * c));
+                const __m256 x = _mm256_loadu_ps(row + 8 * c);
+                const __m256 p = _mm256_and_ps(km, avx2_simd::exp2_neg(_mm256_sub_ps(x, mv)));
+                sum = _mm256_add_ps(sum, p);
+                _mm256_storeu_ps(row + 8 * c, p);
+            }
+            l[r0 + i] = l[r0 + i] * al[i] + avx2_simd::hsum(sum);
         }
-        alpha[r] = std::exp2(m[r] - m_new);
-        const __m256 mv = _mm256_set1_ps(m_new);
-        __m256 sum = _mm256_setzero_ps();
-        for (int c = 0; c < 8; ++c) {
-            const __m256 p = _mm256_and_ps(vm[c], avx2_simd::exp2_neg(_mm256_sub_ps(x[c], mv)));
-            sum = _mm256_add_ps(sum, p);
-            _mm256_storeu_ps(row + 8 * c, p);
-        }
-        l[r] = l[r] * alpha[r] + avx2_simd::hsum(sum);
-        m[r] = m_new;
     }
 }
 
@@ -102,7 +118,7 @@ void scale_rows(float* o, int64_t ld, int rows, int n, const float* alpha) {
     }
 }
 
-const attn_kernels k_table = {load_k, load_v, softmax, scale_rows};
+const attn_kernels k_table = {load_k, load_v, softmax, scale_rows, nullptr};
 
 }  // namespace
 

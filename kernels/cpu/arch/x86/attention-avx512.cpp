@@ -53,36 +53,53 @@ void load_v(const uint16_t* v, int64_t ld, int n_valid, int head_dim, float* vt)
     }
 }
 
+// Row maxima first, then alpha = 2^(m_old - m_new) for 16 rows in one vector (a scalar exp2
+// per row would cost as much as a tenth of the tile's GEMM work), then the weights.
 void softmax(float* s, int64_t ld, int rows, const int* limit, float* m, float* l,
              float* alpha) {
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    for (int r = 0; r < rows; ++r) {
-        float* row = s + r * ld;
-        __mmask16 vm[4];
-        __m512 x[4];
-        __m512 mx = neg_inf;
-        for (int c = 0; c < 4; ++c) {
-            vm[c] = tail_mask(limit[r] - 16 * c);
-            x[c] = _mm512_mask_loadu_ps(neg_inf, vm[c], row + 16 * c);
-            mx = _mm512_max_ps(mx, x[c]);
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        const int nb = rows - r0 < 16 ? rows - r0 : 16;
+        const __mmask16 bm = tail_mask(nb);
+        alignas(64) float mx[16];
+        for (int i = 0; i < nb; ++i) {
+            const float* row = s + (r0 + i) * ld;
+            const int lim = limit[r0 + i];
+            __m512 v = _mm512_mask_loadu_ps(neg_inf, tail_mask(lim), row);
+            for (int c = 1; c < 4; ++c) {
+                v = _mm512_max_ps(v, _mm512_mask_loadu_ps(neg_inf, tail_mask(lim - 16 * c),
+                                                          row + 16 * c));
+            }
+            mx[i] = _mm512_reduce_max_ps(v);
         }
-        const float m_new = std::fmax(m[r], _mm512_reduce_max_ps(mx));
-        if (m_new == -INFINITY) {
-            alpha[r] = 1.f;
-            for (int c = 0; c < 4; ++c) _mm512_storeu_ps(row + 16 * c, _mm512_setzero_ps());
-            continue;
+        const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, bm, m + r0);
+        const __m512 m_new = _mm512_max_ps(m_old, _mm512_load_ps(mx));
+        // Rows that have seen no key yet keep m = -inf and alpha = 1 (their output is still 0).
+        const __mmask16 seen = _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_NEQ_OQ);
+        const __m512 a = _mm512_mask_blend_ps(
+            seen, _mm512_set1_ps(1.f), avx512_simd::exp2_neg(_mm512_sub_ps(m_old, m_new)));
+        _mm512_mask_storeu_ps(alpha + r0, bm, a);
+        _mm512_mask_storeu_ps(m + r0, bm, m_new);
+        alignas(64) float mn[16];
+        _mm512_store_ps(mn, m_new);
+        for (int i = 0; i < nb; ++i) {
+            float* row = s + (r0 + i) * ld;
+            const int lim = limit[r0 + i];
+            if (!((seen >> i) & 1)) {
+                for (int c = 0; c < 4; ++c) _mm512_storeu_ps(row + 16 * c, _mm512_setzero_ps());
+                continue;
+            }
+            const __m512 mv = _mm512_set1_ps(mn[i]);
+            __m512 sum = _mm512_setzero_ps();
+            for (int c = 0; c < 4; ++c) {
+                const __mmask16 km = tail_mask(lim - 16 * c);
+                const __m512 x = _mm512_loadu_ps(row + 16 * c);
+                const __m512 p = _mm512_maskz_mov_ps(km, avx512_simd::exp2_neg(_mm512_sub_ps(x, mv)));
+                sum = _mm512_add_ps(sum, p);
+                _mm512_storeu_ps(row + 16 * c, p);
+            }
+            l[r0 + i] = l[r0 + i] * alpha[r0 + i] + _mm512_reduce_add_ps(sum);
         }
-        alpha[r] = std::exp2(m[r] - m_new);
-        const __m512 mv = _mm512_set1_ps(m_new);
-        __m512 sum = _mm512_setzero_ps();
-        for (int c = 0; c < 4; ++c) {
-            const __m512 p = _mm512_maskz_mov_ps(vm[c],
-                                                 avx512_simd::exp2_neg(_mm512_sub_ps(x[c], mv)));
-            sum = _mm512_add_ps(sum, p);
-            _mm512_storeu_ps(row + 16 * c, p);
-        }
-        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
-        m[r] = m_new;
     }
 }
 
@@ -98,7 +115,112 @@ void scale_rows(float* o, int64_t ld, int rows, int n, const float* alpha) {
     }
 }
 
-const attn_kernels k_table = {load_k, load_v, softmax, scale_rows};
+// The fused row tile: scores stay in registers through the softmax, the alpha rescale of O rides
+// on the PV tile's load of O, and no score tile round-trips through memory.
+template <int MR>
+void row_tile_mr(int head_dim, const float* q, int64_t ldq, const float* kt, const float* vt,
+                 int n_valid, const int* limit, float* m, float* l, float* o, int64_t ldo,
+                 float* p) {
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    __m512 acc[MR][4];
+    for (int i = 0; i < MR; ++i) {
+        for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_setzero_ps();
+    }
+    for (int d = 0; d < head_dim; ++d) {
+        const float* b = kt + d * k_nr;
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        const __m512 b2 = _mm512_load_ps(b + 32), b3 = _mm512_load_ps(b + 48);
+        for (int i = 0; i < MR; ++i) {
+            const __m512 a = _mm512_set1_ps(q[i * ldq + d]);
+            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+            acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
+            acc[i][3] = _mm512_fmadd_ps(a, b3, acc[i][3]);
+        }
+    }
+
+    // Masked row maxima, then the new running max and alpha for all rows in one vector.
+    alignas(64) float rmax[16], mn[16], al[16];
+    for (int i = 0; i < MR; ++i) {
+        __m512 v = neg_inf;
+        for (int c = 0; c < 4; ++c) {
+            acc[i][c] = _mm512_mask_mov_ps(neg_inf, tail_mask(limit[i] - 16 * c), acc[i][c]);
+            v = _mm512_max_ps(v, acc[i][c]);
+        }
+        rmax[i] = _mm512_reduce_max_ps(v);
+    }
+    const __mmask16 rm = tail_mask(MR);
+    const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, rm, m);
+    const __m512 m_new = _mm512_max_ps(m_old, _mm512_maskz_load_ps(rm, rmax));
+    const __mmask16 seen = _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_NEQ_OQ);
+    _mm512_store_ps(al, _mm512_mask_blend_ps(seen, _mm512_set1_ps(1.f),
+                                             avx512_simd::exp2_neg(_mm512_sub_ps(m_old, m_new))));
+    _mm512_store_ps(mn, m_new);
+    _mm512_mask_storeu_ps(m, rm, m_new);
+    for (int i = 0; i < MR; ++i) {
+        float* pr = p + i * k_nr;
+        if (!((seen >> i) & 1)) {
+            for (int c = 0; c < 4; ++c) _mm512_store_ps(pr + 16 * c, _mm512_setzero_ps());
+            continue;
+        }
+        const __m512 mv = _mm512_set1_ps(mn[i]);
+        __m512 sum = _mm512_setzero_ps();
+        for (int c = 0; c < 4; ++c) {
+            // exp2(-inf) would be 2^-126, not 0: masked lanes are cleared explicitly.
+            const __m512 e = _mm512_maskz_mov_ps(tail_mask(limit[i] - 16 * c),
+                                                 avx512_simd::exp2_neg(_mm512_sub_ps(acc[i][c], mv)));
+            sum = _mm512_add_ps(sum, e);
+            _mm512_store_ps(pr + 16 * c, e);
+        }
+        l[i] = l[i] * al[i] + _mm512_reduce_add_ps(sum);
+    }
+
+    // O = alpha * O + P V, one 64-wide panel of head dims at a time.
+    for (int d0 = 0; d0 < head_dim; d0 += k_nr) {
+        const float* vp = vt + static_cast<int64_t>(d0 / k_nr) * k_key_tile * k_nr;
+        __mmask16 dm[4];
+        for (int c = 0; c < 4; ++c) dm[c] = tail_mask(head_dim - d0 - 16 * c);
+        for (int i = 0; i < MR; ++i) {
+            const __m512 a = _mm512_set1_ps(al[i]);
+            for (int c = 0; c < 4; ++c) {
+                acc[i][c] = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(dm[c], o + i * ldo + d0 + 16 * c));
+            }
+        }
+        for (int j = 0; j < n_valid; ++j) {
+            const float* b = vp + j * k_nr;
+            const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+            const __m512 b2 = _mm512_load_ps(b + 32), b3 = _mm512_load_ps(b + 48);
+            for (int i = 0; i < MR; ++i) {
+                const __m512 a = _mm512_set1_ps(p[i * k_nr + j]);
+                acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+                acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+                acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
+                acc[i][3] = _mm512_fmadd_ps(a, b3, acc[i][3]);
+            }
+        }
+        for (int i = 0; i < MR; ++i) {
+            for (int c = 0; c < 4; ++c) {
+                _mm512_mask_storeu_ps(o + i * ldo + d0 + 16 * c, dm[c], acc[i][c]);
+            }
+        }
+    }
+}
+
+void row_tile(int rows, int head_dim, const float* q, int64_t ldq, const float* kt,
+              const float* vt, int n_valid, const int* limit, float* m, float* l, float* o,
+              int64_t ldo, float* p) {
+    switch (rows) {
+        case 6: return row_tile_mr<6>(head_dim, q, ldq, kt, vt, n_valid, limit, m, l, o, ldo, p);
+        case 5: return row_tile_mr<5>(head_dim, q, ldq, kt, vt, n_valid, limit, m, l, o, ldo, p);
+        case 4: return row_tile_mr<4>(head_dim, q, ldq, kt, vt, n_valid, limit, m, l, o, ldo, p);
+        case 3: return row_tile_mr<3>(head_dim, q, ldq, kt, vt, n_valid, limit, m, l, o, ldo, p);
+        case 2: return row_tile_mr<2>(head_dim, q, ldq, kt, vt, n_valid, limit, m, l, o, ldo, p);
+        case 1: return row_tile_mr<1>(head_dim, q, ldq, kt, vt, n_valid, limit, m, l, o, ldo, p);
+        default: return;
+    }
+}
+
+const attn_kernels k_table = {load_k, load_v, softmax, scale_rows, row_tile};
 
 }  // namespace
 

@@ -17,14 +17,18 @@ constexpr int k_nr = 16;
 template <int MR>
 void tile_mr(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
              int n_valid, const float* init, bool accumulate) {
-    const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
+    // 12 accumulators + 3 operands fill the 16 ymm registers: the column masks must not stay
+    // live across the k loop (GCC would spill accumulators every iteration), so they are
+    // rebuilt for the stores.
     __m256 acc[MR][2];
     if (accumulate) {
+        const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
         for (int i = 0; i < MR; ++i) {
             acc[i][0] = _mm256_maskload_ps(c + i * ldc, m0);
             acc[i][1] = _mm256_maskload_ps(c + i * ldc + 8, m1);
         }
     } else {
+        const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
         const __m256 v0 = init ? _mm256_maskload_ps(init, m0) : _mm256_setzero_ps();
         const __m256 v1 = init ? _mm256_maskload_ps(init + 8, m1) : _mm256_setzero_ps();
         for (int i = 0; i < MR; ++i) {
@@ -43,6 +47,7 @@ void tile_mr(int64_t kc, const float* a, int64_t lda, const float* b, float* c, 
             acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
         }
     }
+    const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
     for (int i = 0; i < MR; ++i) {
         _mm256_maskstore_ps(c + i * ldc, m0, acc[i][0]);
         _mm256_maskstore_ps(c + i * ldc + 8, m1, acc[i][1]);

@@ -67,10 +67,10 @@ inline __m256i dot_us(__m256i u, __m256i s) {
 constexpr int kc_blocks = 128;
 
 struct act32 {
-    alignas(32) float ds[kc_blocks * 2];         // {d, s} (s = 0 for q8_0)
-    alignas(32) int32_t corr[kc_blocks * 8];     // -offset * sums of each 4 bytes
-    const uint8_t* qs;                           // first block's qs
-    size_t stride;                               // activation block bytes
+    alignas(32) float ds[kc_blocks * 2];      // {d, s} (s = 0 for q8_0)
+    alignas(32) int32_t corr[kc_blocks * 8];  // -offset * sums of each 4 bytes
+    const uint8_t* qs;                        // first block's qs
+    size_t stride;                            // activation block bytes
 };
 
 void prep32(const uint8_t* a, bool q8_1, int nb, int offset, act32* p) {
@@ -81,7 +81,8 @@ void prep32(const uint8_t* a, bool q8_1, int nb, int offset, act32* p) {
         p->ds[2 * b] = half(blk);
         p->ds[2 * b + 1] = q8_1 ? half(blk + 2) : 0.f;
         if (offset) {
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p->qs + b * p->stride));
+            const __m256i q =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p->qs + b * p->stride));
             const __m256i c = dot_us(_mm256_set1_epi8(static_cast<char>(offset)), q);
             _mm256_store_si256(reinterpret_cast<__m256i*>(p->corr + 8 * b),
                                _mm256_sub_epi32(_mm256_setzero_si256(), c));
@@ -103,17 +104,35 @@ struct w_q4_1 {
 struct w_q5_0 {
     static constexpr size_t bytes = sizeof(block_q5_0);
     static constexpr bool has_min = false;
-    static __m256i u(const uint8_t* wb) { return _mm256_or_si256(nibbles(wb + 6), qh_bit4(wb + 2)); }
+    static __m256i u(const uint8_t* wb) {
+        return _mm256_or_si256(nibbles(wb + 6), qh_bit4(wb + 2));
+    }
 };
 struct w_q5_1 {
     static constexpr size_t bytes = sizeof(block_q5_1);
     static constexpr bool has_min = true;
-    static __m256i u(const uint8_t* wb) { return _mm256_or_si256(nibbles(wb + 8), qh_bit4(wb + 4)); }
+    static __m256i u(const uint8_t* wb) {
+        return _mm256_or_si256(nibbles(wb + 8), qh_bit4(wb + 4));
+    }
 };
+
+// Software prefetch distance for weight rows (bytes ahead, within the call's rows): interleaved
+// row streams otherwise leave much of the DRAM bandwidth unused.
+constexpr size_t pf_min = 8192;
+
+inline size_t pf_distance(int r, size_t stride) {
+    const size_t d = static_cast<size_t>(r) * stride;
+    return d < pf_min ? pf_min : d;
+}
+
+inline void prefetch_if(const uint8_t* p, const uint8_t* end) {
+    if (p < end) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
 
 template <typename W, int R>
 void rows32(const uint8_t* w, size_t stride, const act32& p, int nb, bool offset, float* out,
-            bool first) {
+            bool first, const uint8_t* pf_end) {
+    const size_t pf = pf_distance(R, stride);
     __m256 acc[R];
     __m128 macc[R];
     for (int r = 0; r < R; ++r) {
@@ -123,10 +142,12 @@ void rows32(const uint8_t* w, size_t stride, const act32& p, int nb, bool offset
     for (int b = 0; b < nb; ++b) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.qs + b * p.stride));
         const __m128 ds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p.ds + 2 * b)));
-        const __m256i corr = offset ? _mm256_load_si256(reinterpret_cast<const __m256i*>(p.corr + 8 * b))
-                                    : _mm256_setzero_si256();
+        const __m256i corr =
+            offset ? _mm256_load_si256(reinterpret_cast<const __m256i*>(p.corr + 8 * b))
+                   : _mm256_setzero_si256();
         for (int r = 0; r < R; ++r) {
             const uint8_t* wb = w + r * stride + b * W::bytes;
+            if (b % 2 == 0) prefetch_if(wb + pf, pf_end);  // blocks are 18-24 bytes
             __m256i isum = dot_us(W::u(wb), a);
             if (!W::has_min) isum = _mm256_add_epi32(isum, corr);
             // [d, m] (or [d, qh bytes]) as halves -> [d*da, m*s]; lane 1 is unused without a min.
@@ -154,15 +175,16 @@ void vec_dot_rows_32(int64_t n, const void* vw, size_t stride, int64_t nrows, co
         const int cnb = static_cast<int>(nb - b0 < kc_blocks ? nb - b0 : kc_blocks);
         prep32(a + b0 * ablk, q8_1, cnb, offset, &p);
         const uint8_t* wc = w + b0 * W::bytes;
-        const bool first = b0 == 0;
+        const uint8_t* end = wc + nrows * stride;
+        const bool first = b0 == 0, off = offset != 0;
         int64_t r = 0;
         for (; r + 4 <= nrows; r += 4) {
-            rows32<W, 4>(wc + r * stride, stride, p, cnb, offset != 0, out + r, first);
+            rows32<W, 4>(wc + r * stride, stride, p, cnb, off, out + r, first, end);
         }
         switch (nrows - r) {
-            case 3: rows32<W, 3>(wc + r * stride, stride, p, cnb, offset != 0, out + r, first); break;
-            case 2: rows32<W, 2>(wc + r * stride, stride, p, cnb, offset != 0, out + r, first); break;
-            case 1: rows32<W, 1>(wc + r * stride, stride, p, cnb, offset != 0, out + r, first); break;
+            case 3: rows32<W, 3>(wc + r * stride, stride, p, cnb, off, out + r, first, end); break;
+            case 2: rows32<W, 2>(wc + r * stride, stride, p, cnb, off, out + r, first, end); break;
+            case 1: rows32<W, 1>(wc + r * stride, stride, p, cnb, off, out + r, first, end); break;
             default: break;
         }
     }
@@ -170,7 +192,9 @@ void vec_dot_rows_32(int64_t n, const void* vw, size_t stride, int64_t nrows, co
 
 // q8_0 x q8_0: |w| x sign(a, w) keeps vpmaddubsw pairs within s16 (128 * 127 * 2).
 template <int R>
-void rows_q8_0(const uint8_t* w, size_t stride, const uint8_t* a, int64_t nb, float* out) {
+void rows_q8_0(const uint8_t* w, size_t stride, const uint8_t* a, int64_t nb, float* out,
+               const uint8_t* pf_end) {
+    const size_t pf = pf_distance(R, stride);
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -179,10 +203,11 @@ void rows_q8_0(const uint8_t* w, size_t stride, const uint8_t* a, int64_t nb, fl
         const float da = half(ab);
         for (int r = 0; r < R; ++r) {
             const uint8_t* wb = w + r * stride + b * sizeof(block_q8_0);
+            prefetch_if(wb + pf, pf_end);
             const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2));
             const __m256i isum = dot_us(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half(wb) * da),
-                                     acc[r]);
+            acc[r] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half(wb) * da), acc[r]);
         }
     }
     for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
@@ -193,12 +218,13 @@ void vec_dot_rows_q8_0(int64_t n, const void* vw, size_t stride, int64_t nrows, 
     const uint8_t* w = static_cast<const uint8_t*>(vw);
     const uint8_t* a = static_cast<const uint8_t*>(va);
     const int64_t nb = n / qk;
+    const uint8_t* end = w + nrows * stride;
     int64_t r = 0;
-    for (; r + 4 <= nrows; r += 4) rows_q8_0<4>(w + r * stride, stride, a, nb, out + r);
+    for (; r + 4 <= nrows; r += 4) rows_q8_0<4>(w + r * stride, stride, a, nb, out + r, end);
     switch (nrows - r) {
-        case 3: rows_q8_0<3>(w + r * stride, stride, a, nb, out + r); break;
-        case 2: rows_q8_0<2>(w + r * stride, stride, a, nb, out + r); break;
-        case 1: rows_q8_0<1>(w + r * stride, stride, a, nb, out + r); break;
+        case 3: rows_q8_0<3>(w + r * stride, stride, a, nb, out + r, end); break;
+        case 2: rows_q8_0<2>(w + r * stride, stride, a, nb, out + r, end); break;
+        case 1: rows_q8_0<1>(w + r * stride, stride, a, nb, out + r, end); break;
         default: break;
     }
 }
@@ -261,7 +287,8 @@ float dot_k4_row(const uint8_t* x, const block_q8_k* y, int64_t nb) {
                 lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b10));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b10));
             }
-            const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * c));
+            const __m256i a0 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * c));
             const __m256i a1 =
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 64 * c + 32));
             const __m256i s0 = _mm256_shuffle_epi8(sc16, word_bcast(2 * c));
@@ -289,19 +316,23 @@ float dot_q6_k_row(const uint8_t* x, const block_q8_k* y, int64_t nb) {
         __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
                                         _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
         for (int h = 0; h < 2; ++h) {
-            const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h));
+            const __m256i ql0 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h));
             const __m256i ql1 =
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32));
             const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
             const __m256i g[4] = {
                 _mm256_or_si256(_mm256_and_si256(ql0, m4),
                                 _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
             };
             for (int k = 0; k < 4; ++k) {
                 // 32 elements = sub-blocks 8h+2k (low 128 bits) and 8h+2k+1 (high 128 bits).
@@ -313,9 +344,94 @@ float dot_q6_k_row(const uint8_t* x, const block_q8_k* y, int64_t nb) {
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(g[k], a), s));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                              _mm256_set1_ps(q8k_d(&y[i]) * half(reinterpret_cast<const uint8_t*>(&b->d))),
-                              acc);
+        acc = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(isum),
+            _mm256_set1_ps(q8k_d(&y[i]) * half(reinterpret_cast<const uint8_t*>(&b->d))), acc);
+    }
+    return hsum8(acc);
+}
+
+// pshufb control that broadcasts word 2j of each 16-byte half into the low half and word 2j+1
+// into the high half: pairs the 8 scales of a 128-element half with 32-element groups j.
+inline __m256i scale_pair_ctrl(int j) {
+    const short lo = static_cast<short>((4 * j) | ((4 * j + 1) << 8));
+    const short hi = static_cast<short>((4 * j + 2) | ((4 * j + 3) << 8));
+    return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+}
+
+float dot_q2_k_row(const uint8_t* x, const block_q8_k* y, int64_t nb) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i, x += sizeof(block_q2_k)) {
+        const block_q2_k* b = reinterpret_cast<const block_q2_k*>(x);
+        const float yd = q8k_d(&y[i]);
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+        // Mins: sum_j (sc_j >> 4) * bsums_j.
+        const __m256i mins =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+        const __m256i msum = _mm256_madd_epi16(mins, bs);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(0x0F)));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * h));
+            const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                                  : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+            for (int j = 0; j < 4; ++j) {
+                // Bytes 0..15: sub-block 8h+2j, bytes 16..31: 8h+2j+1.
+                const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                const __m256i a = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(y[i].qs + 128 * h + 32 * j));
+                const __m256i s = _mm256_shuffle_epi8(sch, scale_pair_ctrl(j));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, a), s));
+            }
+        }
+        const float d = yd * half(reinterpret_cast<const uint8_t*>(&b->d));
+        const float dmin = yd * half(reinterpret_cast<const uint8_t*>(&b->dmin));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin), acc);
+    }
+    return hsum8(acc);
+}
+
+float dot_q3_k_row(const uint8_t* x, const block_q8_k* y, int64_t nb) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i m1 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i, x += sizeof(block_q3_k)) {
+        const block_q3_k* b = reinterpret_cast<const block_q3_k*>(x);
+        // 16 signed 6-bit scales (ggml's unpacking), as s16.
+        uint32_t aux[3];
+        std::memcpy(aux, b->scales, 12);
+        const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f;
+        const __m128i sc8 = _mm_sub_epi8(
+            _mm_set_epi32(static_cast<int>(((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4)),
+                          static_cast<int>(((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4)),
+                          static_cast<int>((aux[1] & k2) | (((aux[2] >> 2) & k1) << 4)),
+                          static_cast<int>((aux[0] & k2) | (((aux[2] >> 0) & k1) << 4))),
+            _mm_set1_epi8(32));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        // Values are u - 4 with u = q2 | hbit << 2 in [0, 7]: subtract 4 * sum_j sc_j * bsums_j.
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+        __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2));
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->hmask));
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * h));
+            const __m256i sch = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                                  : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+            for (int j = 0; j < 4; ++j) {
+                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1);
+                const __m256i v = _mm256_or_si256(q2, _mm256_slli_epi16(hb, 2));
+                const __m256i a = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(y[i].qs + 128 * h + 32 * j));
+                const __m256i s = _mm256_shuffle_epi8(sch, scale_pair_ctrl(j));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, a), s));
+            }
+        }
+        const float d = q8k_d(&y[i]) * half(reinterpret_cast<const uint8_t*>(&b->d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
     }
     return hsum8(acc);
 }
@@ -485,7 +601,8 @@ void quant_q8(const float* x, void* dst, int64_t n) {
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + (q8_1 ? 4 : 2)), p);
         if (q8_1) {
-            __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            __m256i s =
+                _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
             __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
             s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
@@ -508,8 +625,8 @@ void quant_q8_1(const float* x, void* dst, int64_t n) { quant_q8<true>(x, dst, n
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(dst + i,
-                         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+        _mm256_storeu_ps(
+            dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
     }
     for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
@@ -542,6 +659,8 @@ vec_dot_rows_fn find_vec_dot_rows(dtype t) {
         case dtype::q5_0: return vec_dot_rows_32<w_q5_0, false, 16>;
         case dtype::q5_1: return vec_dot_rows_32<w_q5_1, true, 0>;
         case dtype::q8_0: return vec_dot_rows_q8_0;
+        case dtype::q2_k: return vec_dot_rows_kq<dot_q2_k_row>;
+        case dtype::q3_k: return vec_dot_rows_kq<dot_q3_k_row>;
         case dtype::q4_k: return vec_dot_rows_kq<dot_k4_row<false>>;
         case dtype::q5_k: return vec_dot_rows_kq<dot_k4_row<true>>;
         case dtype::q6_k: return vec_dot_rows_kq<dot_q6_k_row>;

@@ -25,6 +25,8 @@ using namespace qimpl;
 
 constexpr int kc_blocks = 128;  // activation chunk: 128 blocks of 32 (4096 elements)
 constexpr int kc_groups = kc_blocks / 4;
+// Prefetch distance for weight rows: far enough ahead to cover DRAM latency at ~25 GB/s.
+constexpr size_t pf_min = 8192;
 
 inline float half(const uint8_t* p) {
     uint16_t h;
@@ -167,8 +169,8 @@ struct k_q4_1 {
     }
     static void step(const uint8_t* wb, int valid, const shared& s, acc& a) {
         // Block k = dwords 5k (d, m) and 5k+1..5k+4 (qs).
-        const __m512i idx_q = _mm512_setr_epi32(1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 16, 17,
-                                                18, 19);
+        const __m512i idx_q =
+            _mm512_setr_epi32(1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19);
         const __m512i idx_dm = _mm512_setr_epi32(0, 5, 10, 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         const __m512i idx_sc = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -207,10 +209,9 @@ struct k_q4_0 {
         // Block k = words 9k (d) and 9k+1..9k+8 (qs); z1 holds words 28..35.
         const __m512i idx_q = _mm512_set_epi16(
             32 + 35 - 28, 32 + 34 - 28, 32 + 33 - 28, 32 + 32 - 28, 31, 30, 29, 28,  //
-            26, 25, 24, 23, 22, 21, 20, 19, 17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3,
-            2, 1);
-        const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);
+            26, 25, 24, 23, 22, 21, 20, 19, 17, 16, 15, 14, 13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);
+        const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 18, 9, 0);
         const __m512i idx_sc = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         const __m512i z0 = ld512(wb, 0, valid);
@@ -231,9 +232,9 @@ struct k_q4_0 {
 // bytes qb..qb+3.
 template <int qb>
 inline void add_qh(__m512i aux, __m512i& lo, __m512i& hi) {
-    const __m512i ctrl_lo = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(qb, qb, qb, qb, qb, qb, qb, qb, qb + 1, qb + 1, qb + 1, qb + 1, qb + 1,
-                      qb + 1, qb + 1, qb + 1));
+    const __m512i ctrl_lo =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(qb, qb, qb, qb, qb, qb, qb, qb, qb + 1, qb + 1, qb + 1,
+                                             qb + 1, qb + 1, qb + 1, qb + 1, qb + 1));
     const __m512i ctrl_hi = _mm512_broadcast_i32x4(
         _mm_setr_epi8(qb + 2, qb + 2, qb + 2, qb + 2, qb + 2, qb + 2, qb + 2, qb + 2, qb + 3,
                       qb + 3, qb + 3, qb + 3, qb + 3, qb + 3, qb + 3, qb + 3));
@@ -256,15 +257,15 @@ struct k_q5_0 {
     static void step(const uint8_t* wb, int valid, const shared& s, acc& a) {
         // Block k = words 11k (d), 11k+1..11k+2 (qh), 11k+3..11k+10 (qs); z1 holds words 28..43.
         // idx values >= 32 select z1 word (value - 32) = word (value - 32 + 28).
-#define W(w) ((w) < 32 ? (w) : (w) - 28 + 32)
+#define W(w) ((w) < 32 ? (w) : (w)-28 + 32)
         const __m512i idx_q = _mm512_set_epi16(
             W(43), W(42), W(41), W(40), W(39), W(38), W(37), W(36), W(32), W(31), W(30), W(29),
             W(28), W(27), W(26), W(25), W(21), W(20), W(19), W(18), W(17), W(16), W(15), W(14),
             W(10), W(9), W(8), W(7), W(6), W(5), W(4), W(3));
         // aux lane 0 words 0..3 = d0..d3; lane k words 4,5 = qh_k.
-        const __m512i idx_aux = _mm512_set_epi16(
-            0, 0, W(35), W(34), 0, 0, 0, 0, 0, 0, W(24), W(23), 0, 0, 0, 0, 0, 0, W(13), W(12),
-            0, 0, 0, 0, 0, 0, W(2), W(1), W(33), W(22), W(11), W(0));
+        const __m512i idx_aux =
+            _mm512_set_epi16(0, 0, W(35), W(34), 0, 0, 0, 0, 0, 0, W(24), W(23), 0, 0, 0, 0, 0, 0,
+                             W(13), W(12), 0, 0, 0, 0, 0, 0, W(2), W(1), W(33), W(22), W(11), W(0));
 #undef W
         const __m512i idx_sc = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -293,8 +294,8 @@ struct k_q5_1 {
     static shared load_act(const act& p, int g) { return k_q4_1::load_act(p, g); }
     static void step(const uint8_t* wb, int valid, const shared& s, acc& a) {
         // Block k = dwords 6k (d, m), 6k+1 (qh), 6k+2..6k+5 (qs); z1 holds dwords 16..23.
-        const __m512i idx_q = _mm512_setr_epi32(2, 3, 4, 5, 8, 9, 10, 11, 14, 15, 16, 17, 20, 21,
-                                                22, 23);
+        const __m512i idx_q =
+            _mm512_setr_epi32(2, 3, 4, 5, 8, 9, 10, 11, 14, 15, 16, 17, 20, 21, 22, 23);
         const __m512i idx_dm = _mm512_setr_epi32(0, 6, 12, 18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         const __m512i idx_qh = _mm512_setr_epi32(1, 0, 0, 0, 7, 0, 0, 0, 13, 0, 0, 0, 19, 0, 0, 0);
         const __m512i idx_sc = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
@@ -336,17 +337,17 @@ struct k_q8_0 {
     static void step(const uint8_t* wb, int valid, const shared& s, acc& a) {
         // Block k = words 17k (d) and 17k+1..17k+16 (qs). z0 = words 0..31, z1 = 32..63,
         // z2 = 36..67.
-        const __m512i idx01 = _mm512_set_epi16(33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
-                                               21, 20, 19, 18, 16, 15, 14, 13, 12, 11, 10, 9, 8,
-                                               7, 6, 5, 4, 3, 2, 1);
-#define W(w) ((w) < 64 ? (w) - 32 : (w) - 36 + 32)
+        const __m512i idx01 =
+            _mm512_set_epi16(33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 16, 15,
+                             14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+#define W(w) ((w) < 64 ? (w)-32 : (w)-36 + 32)
         const __m512i idx23 = _mm512_set_epi16(
             W(67), W(66), W(65), W(64), W(63), W(62), W(61), W(60), W(59), W(58), W(57), W(56),
             W(55), W(54), W(53), W(52), W(50), W(49), W(48), W(47), W(46), W(45), W(44), W(43),
             W(42), W(41), W(40), W(39), W(38), W(37), W(36), W(35));
 #undef W
-        const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
+        const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
         const __m512i idx_s01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         const __m512i idx_s23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
         const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -364,17 +365,31 @@ struct k_q8_0 {
     }
 };
 
+inline size_t pf_distance(int r, size_t stride) {
+    const size_t d = static_cast<size_t>(r) * stride;
+    return d < pf_min ? pf_min : d;
+}
+
 // R rows of one activation chunk (nb blocks). first: out = result, else out += result.
 template <typename K, int R>
 void rows_chunk(const uint8_t* w, size_t stride, const typename K::act& p, int nb, float* out,
-                bool first) {
+                bool first, const uint8_t* pf_end) {
     typename K::acc acc[R];
     for (int r = 0; r < R; ++r) K::zero(acc[r]);
     const int nfull = nb / 4, rem = nb % 4;
+    // Software prefetch of the rows that follow (hardware prefetchers alone leave DRAM
+    // bandwidth unused with several interleaved row streams).
+    const size_t pf = pf_distance(R, stride);
     for (int g = 0; g < nfull; ++g) {
         const typename K::shared s = K::load_act(p, g);
         for (int r = 0; r < R; ++r) {
-            K::step(w + r * stride + g * K::group_bytes, K::group_bytes, s, acc[r]);
+            const uint8_t* wb = w + r * stride + g * K::group_bytes;
+            if (wb + pf < pf_end) {  // only this call's rows: the next ones may be another thread's
+                for (int o = 0; o < K::group_bytes; o += 64) {
+                    _mm_prefetch(reinterpret_cast<const char*>(wb + pf + o), _MM_HINT_T0);
+                }
+            }
+            K::step(wb, K::group_bytes, s, acc[r]);
         }
     }
     if (rem) {
@@ -393,12 +408,15 @@ void rows_chunk(const uint8_t* w, size_t stride, const typename K::act& p, int n
 template <typename K>
 void run_rows(const uint8_t* w, size_t stride, int64_t nrows, const typename K::act& p, int nb,
               float* out, bool first) {
+    const uint8_t* end = w + nrows * stride;
     int64_t r = 0;
-    for (; r + 4 <= nrows; r += 4) rows_chunk<K, 4>(w + r * stride, stride, p, nb, out + r, first);
+    for (; r + 4 <= nrows; r += 4) {
+        rows_chunk<K, 4>(w + r * stride, stride, p, nb, out + r, first, end);
+    }
     switch (nrows - r) {
-        case 3: rows_chunk<K, 3>(w + r * stride, stride, p, nb, out + r, first); break;
-        case 2: rows_chunk<K, 2>(w + r * stride, stride, p, nb, out + r, first); break;
-        case 1: rows_chunk<K, 1>(w + r * stride, stride, p, nb, out + r, first); break;
+        case 3: rows_chunk<K, 3>(w + r * stride, stride, p, nb, out + r, first, end); break;
+        case 2: rows_chunk<K, 2>(w + r * stride, stride, p, nb, out + r, first, end); break;
+        case 1: rows_chunk<K, 1>(w + r * stride, stride, p, nb, out + r, first, end); break;
         default: break;
     }
 }
@@ -451,8 +469,8 @@ inline __m128i unpack_k4_scales(const uint8_t* s12) {
 // Activation of one super-block, rearranged to pair with q4_K/q5_K nibble vectors:
 // lo(qs[0..63]) = [sub 0 | sub 2], hi = [sub 1 | sub 3], and the same for qs[64..127].
 struct k4_shared {
-    __m512i a[4];   // [a0-31|a64-95], [a32-63|a96-127], [a128-159|a192-223], [a160-191|a224-255]
-    __m256i bs2;    // bsums[2j] + bsums[2j+1], 8 int32
+    __m512i a[4];  // [a0-31|a64-95], [a32-63|a96-127], [a128-159|a192-223], [a160-191|a224-255]
+    __m256i bs2;   // bsums[2j] + bsums[2j+1], 8 int32
     float d;
 };
 
@@ -486,23 +504,22 @@ inline void k4_step(const uint8_t* xb, const k4_shared& s, __m512& acc, __m256& 
                     _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
     if (five) {
         // v[i] halves are sub-blocks (2i', ...): sub j takes qh bit j into bit 4 of each byte.
-        const __m512i qh = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x5->qh)));
+        const __m512i qh =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x5->qh)));
         const __m512i c10 = _mm512_set1_epi8(0x10);
         // Subs of v: [0|2], [1|3], [4|6], [5|7]; rotate bit j of each byte to bit 4.
-        const __m512i rot[4] = {
-            _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2), _mm512_setr_epi64(3, 3, 3, 3, 1, 1, 1, 1),
-            _mm512_setr_epi64(0, 0, 0, 0, 62, 62, 62, 62),
-            _mm512_setr_epi64(63, 63, 63, 63, 61, 61, 61, 61)};
+        const __m512i rot[4] = {_mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2),
+                                _mm512_setr_epi64(3, 3, 3, 3, 1, 1, 1, 1),
+                                _mm512_setr_epi64(0, 0, 0, 0, 62, 62, 62, 62),
+                                _mm512_setr_epi64(63, 63, 63, 63, 61, 61, 61, 61)};
         for (int i = 0; i < 4; ++i) {
             v[i] = _mm512_ternarylogic_epi32(v[i], _mm512_rolv_epi64(qh, rot[i]), c10, 0xF8);
         }
     }
-    const __m512i idx[4] = {
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
-        _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6),
-        _mm512_setr_epi32(5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7)};
+    const __m512i idx[4] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                            _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),
+                            _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6),
+                            _mm512_setr_epi32(5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7)};
     __m512i isum = _mm512_setzero_si512();
     for (int i = 0; i < 4; ++i) {
         const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[i], s.a[i]);
@@ -524,8 +541,8 @@ struct q6k_shared {
 inline void q6k_step(const block_q6_k* x, const q6k_shared& s, __m512& acc) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i m30 = _mm512_set1_epi8(0x30);
-    const __m512i sc = _mm512_cvtepi8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
+    const __m512i sc =
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
     // Bits (0,1),(2,3) of qh -> bits 4,5 for elements 0..63 of a half; (4,5),(6,7) for 64..127.
     const __m512i rot_lo = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
     const __m512i rot_hi = _mm512_setr_epi64(0, 0, 0, 0, 62, 62, 62, 62);
@@ -536,27 +553,27 @@ inline void q6k_step(const block_q6_k* x, const q6k_shared& s, __m512& acc) {
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh + 32 * h)));
         const __m512i vlo = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4),
                                                       _mm512_rolv_epi64(qh, rot_lo), m30, 0xF8);
-        const __m512i vhi = _mm512_ternarylogic_epi32(
-            _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_rolv_epi64(qh, rot_hi), m30,
-            0xF8);
+        const __m512i vhi =
+            _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                      _mm512_rolv_epi64(qh, rot_hi), m30, 0xF8);
         const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), vlo, s.a[2 * h]);
         const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), vhi, s.a[2 * h + 1]);
         // Lanes of plo: 4 sub-blocks of 16 (8h .. 8h+3); phi: 8h+4 .. 8h+7.
         const __m512i base = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-        const __m512i slo = _mm512_permutexvar_epi32(
-            _mm512_add_epi32(base, _mm512_set1_epi32(8 * h)), sc);
-        const __m512i shi = _mm512_permutexvar_epi32(
-            _mm512_add_epi32(base, _mm512_set1_epi32(8 * h + 4)), sc);
+        const __m512i slo =
+            _mm512_permutexvar_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(8 * h)), sc);
+        const __m512i shi =
+            _mm512_permutexvar_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(8 * h + 4)), sc);
         isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(plo, slo));
         isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(phi, shi));
     }
     // The stored 6-bit values are q + 32: subtract 32 * sum_j sc_j * bsums_j.
-    const __m256i sc16 = _mm256_cvtepi8_epi16(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x->scales)));
     const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, s.bsums), 5);
     isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(corr));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(s.d * half(reinterpret_cast<const uint8_t*>(&x->d))),
-                          acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                          _mm512_set1_ps(s.d * half(reinterpret_cast<const uint8_t*>(&x->d))), acc);
 }
 
 struct kq_q4_k {
@@ -571,7 +588,9 @@ struct kq_q4_k {
         a.f = _mm512_setzero_ps();
         a.m = _mm256_setzero_ps();
     }
-    static void step(const uint8_t* xb, const shared& s, acc& a) { k4_step<false>(xb, s, a.f, a.m); }
+    static void step(const uint8_t* xb, const shared& s, acc& a) {
+        k4_step<false>(xb, s, a.f, a.m);
+    }
     static float finish(const acc& a) {
         alignas(32) float t[8];
         _mm256_store_ps(t, a.m);
@@ -606,12 +625,22 @@ struct kq_q6_k {
 };
 
 template <typename K, int R>
-void kq_rows(const uint8_t* w, size_t stride, const block_q8_k* y, int64_t nb, float* out) {
+void kq_rows(const uint8_t* w, size_t stride, const block_q8_k* y, int64_t nb, float* out,
+             const uint8_t* pf_end) {
     typename K::acc acc[R];
     for (int r = 0; r < R; ++r) K::zero(acc[r]);
+    const size_t pf = pf_distance(R, stride);
     for (int64_t i = 0; i < nb; ++i) {
         const typename K::shared s = K::load(y + i);
-        for (int r = 0; r < R; ++r) K::step(w + r * stride + i * K::bytes, s, acc[r]);
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* xb = w + r * stride + i * K::bytes;
+            if (xb + pf < pf_end) {
+                for (size_t o = 0; o < K::bytes; o += 64) {
+                    _mm_prefetch(reinterpret_cast<const char*>(xb + pf + o), _MM_HINT_T0);
+                }
+            }
+            K::step(xb, s, acc[r]);
+        }
     }
     for (int r = 0; r < R; ++r) out[r] = K::finish(acc[r]);
 }
@@ -622,12 +651,13 @@ void vec_dot_rows_kq(int64_t n, const void* vw, size_t stride, int64_t nrows, co
     const uint8_t* w = static_cast<const uint8_t*>(vw);
     const block_q8_k* y = static_cast<const block_q8_k*>(va);
     const int64_t nb = n / qk_k;
+    const uint8_t* end = w + nrows * stride;
     int64_t r = 0;
-    for (; r + 4 <= nrows; r += 4) kq_rows<K, 4>(w + r * stride, stride, y, nb, out + r);
+    for (; r + 4 <= nrows; r += 4) kq_rows<K, 4>(w + r * stride, stride, y, nb, out + r, end);
     switch (nrows - r) {
-        case 3: kq_rows<K, 3>(w + r * stride, stride, y, nb, out + r); break;
-        case 2: kq_rows<K, 2>(w + r * stride, stride, y, nb, out + r); break;
-        case 1: kq_rows<K, 1>(w + r * stride, stride, y, nb, out + r); break;
+        case 3: kq_rows<K, 3>(w + r * stride, stride, y, nb, out + r, end); break;
+        case 2: kq_rows<K, 2>(w + r * stride, stride, y, nb, out + r, end); break;
+        case 1: kq_rows<K, 1>(w + r * stride, stride, y, nb, out + r, end); break;
         default: break;
     }
 }
@@ -645,8 +675,8 @@ struct ld_f32 {
 };
 struct ld_f16 {
     static __m512 load(const void* p, int64_t i) {
-        return _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
+        return _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
     }
     static __m512 load_tail(const void* p, int64_t i, __mmask16 m) {
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p) + i));
@@ -657,8 +687,8 @@ struct ld_bf16 {
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
     }
     static __m512 load(const void* p, int64_t i) {
-        return from(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
+        return from(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
     }
     static __m512 load_tail(const void* p, int64_t i, __mmask16 m) {
         return from(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p) + i));
@@ -798,8 +828,7 @@ void dequant_q6_k(const void* src, float* y, int64_t n) {
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh + 32 * h)));
             const __m512i v[2] = {
                 _mm512_sub_epi8(_mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4),
-                                                          _mm512_rolv_epi64(qh, rot_lo), m30,
-                                                          0xF8),
+                                                          _mm512_rolv_epi64(qh, rot_lo), m30, 0xF8),
                                 c32),
                 _mm512_sub_epi8(
                     _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
@@ -811,7 +840,8 @@ void dequant_q6_k(const void* src, float* y, int64_t n) {
             for (int j = 0; j < 8; ++j, y += 16) {
                 const __m512 dl = _mm512_set1_ps(d * x[i].scales[8 * h + j]);
                 const __m128i qq = _mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * j));
-                _mm512_storeu_ps(y, _mm512_mul_ps(dl, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qq))));
+                _mm512_storeu_ps(y,
+                                 _mm512_mul_ps(dl, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qq))));
             }
         }
     }
@@ -827,8 +857,8 @@ inline __m512 round_away(__m512 v) {
     const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m512 frac = _mm512_sub_ps(v, t);
     const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(frac), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.f),
-                                    _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
+    const __m512 one = _mm512_or_ps(
+        _mm512_set1_ps(1.f), _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
     return _mm512_mask_add_ps(t, m, t, one);
 }
 
@@ -838,7 +868,8 @@ void quant_q8(const float* x, void* dst, int64_t n) {
     const size_t bs = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     for (int64_t i = 0; i < n / qk; ++i, x += qk, y += bs) {
         const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        const float amax =
+            _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
         const float d = amax / 127;
         const float id = d ? 1.0f / d : 0.0f;
         const __m512 vid = _mm512_set1_ps(id);
@@ -865,7 +896,8 @@ void quant_q8_k(const float* x, void* dst, int64_t n) {
     uint8_t* y = static_cast<uint8_t*>(dst);
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k, y += sizeof(block_q8_k)) {
         __m512 vmax = _mm512_setzero_ps();
-        for (int j = 0; j < 16; ++j) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * j)));
+        for (int j = 0; j < 16; ++j)
+            vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * j)));
         const float amax = _mm512_reduce_max_ps(vmax);
         block_q8_k b;
         std::memset(&b, 0, sizeof(b));
@@ -874,8 +906,8 @@ void quant_q8_k(const float* x, void* dst, int64_t n) {
             float max = 0.f;
             const __m512 va = _mm512_set1_ps(amax);
             for (int j = 0; j < 16; ++j) {
-                const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * j)),
-                                                       va, _CMP_EQ_OQ);
+                const __mmask16 m =
+                    _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * j)), va, _CMP_EQ_OQ);
                 if (m) {
                     max = x[16 * j + __builtin_ctz(m)];
                     break;
@@ -887,10 +919,12 @@ void quant_q8_k(const float* x, void* dst, int64_t n) {
             for (int j = 0; j < 16; ++j) {
                 __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), vs));
                 q = _mm512_min_epi32(q, c127);
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * j), _mm512_cvtsepi32_epi8(q));
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * j),
+                                 _mm512_cvtsepi32_epi8(q));
                 b.bsums[j] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
             }
-            b.d = 1 / iscale;
+            const float d = 1 / iscale;
+            std::memcpy(b.d, &d, 4);
         }
         std::memcpy(y, &b, sizeof(b));
     }
@@ -906,8 +940,9 @@ void quant_f16(const float* x, void* dst, int64_t n);
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                      reinterpret_cast<const __m256i*>(src + i))));
+        _mm512_storeu_ps(
+            dst + i,
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
     }
     if (i < n) {
         const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
@@ -923,9 +958,9 @@ void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
     }
     if (i < n) {
         const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-        _mm256_mask_storeu_epi16(dst + i, m,
-                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
-                                                 _MM_FROUND_TO_NEAREST_INT));
+        _mm256_mask_storeu_epi16(
+            dst + i, m,
+            _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
     }
 }
 
