@@ -24,7 +24,7 @@ namespace cacheblend {
 namespace ukr {
 namespace {
 
-constexpr int k_gen_nr = 16;  // must match gemm_generic().nr
+constexpr int k_gen_nr = 8;  // must match gemm_generic().nr
 
 void gen_load_k(const uint16_t* k, int64_t ld, int n_valid, int head_dim, float* kt) {
     for (int p = 0; p < k_key_tile / k_gen_nr; ++p) {

@@ -25,6 +25,9 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n);
 float vec_dot(dtype t, int64_t n, const void* w, const void* a);
 
 // out[r] = vec_dot(t, n, w + r * w_stride, a) for r in [0, nrows): the decode GEMV inner loop.
+// Each out[r] has the same bits however the rows are split over calls (threads may split freely).
+// w and a need only 2-byte alignment (4 for f32); a must come from quantize_row (q8 values in
+// [-127, 127]).
 void vec_dot_rows(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
                   float* out);
 

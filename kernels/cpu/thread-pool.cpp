@@ -32,9 +32,10 @@ struct thread_pool::impl {
     std::vector<std::thread> workers;
 
     // Job hand-off. The caller publishes `job` and then bumps `generation` (release); a worker
-    // that observes the new generation (acquire) may read `job`.
-    const std::function<void(int, int)>* job = nullptr;
+    // that observes the new generation (acquire) may read `job`. Both share one cache line, so
+    // a hand-off costs one line transfer to each worker and one back (n_done).
     alignas(64) std::atomic<uint64_t> generation{0};
+    const std::function<void(int, int)>* job = nullptr;
     alignas(64) std::atomic<int> n_done{0};  // workers finished with the current generation
     alignas(64) std::atomic<int> n_sleeping{0};
     std::atomic<bool> stop{false};
@@ -68,7 +69,7 @@ struct thread_pool::impl {
                 const uint64_t g = generation.load(std::memory_order_acquire);
                 if (g != seen || stop.load(std::memory_order_acquire)) return g;
                 CBL_CPU_RELAX();
-                if ((spins & 255) == 0) {
+                if ((spins & 63) == 0) {
                     // Let a descheduled peer (or the caller) run when cores are oversubscribed.
                     std::this_thread::yield();
                     if (std::chrono::steady_clock::now() - start > k_spin_budget) break;
@@ -149,10 +150,10 @@ void thread_pool::run(const std::function<void(int ith, int nth)>& fn) {
 
     s.run_job(0);
 
-    // Workers usually finish within microseconds of us; spin, then yield if they lag (a worker
-    // may have been descheduled on an oversubscribed machine).
+    // Workers usually finish within a microsecond or two of us; spin that long, then yield: on
+    // a machine shared with other processes a worker may be waiting for this very core.
     for (uint32_t spins = 0; s.n_done.load(std::memory_order_acquire) != n_workers; ++spins) {
-        if (s.spin && spins < 1024) {
+        if (s.spin && spins < 64) {
             CBL_CPU_RELAX();
         } else {
             std::this_thread::yield();

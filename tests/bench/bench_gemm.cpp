@@ -158,7 +158,9 @@ void bm_pool_run(benchmark::State& st) {
         const auto t0 = std::chrono::steady_clock::now();
         pool.run([&](int ith, int) { sink[ith * 16] += 1; });
         const auto t1 = std::chrono::steady_clock::now();
-        if (lat.size() < lat.capacity()) lat.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+        if (lat.size() < lat.capacity()) {
+            lat.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+        }
     }
     benchmark::DoNotOptimize(sink.data());
     if (!lat.empty()) {

@@ -156,14 +156,46 @@ TEST_F(BlendTest, ReuseOfChunkRightAfterPreambleReproducesFull) {
     one.preamble = req_.preamble;
     one.chunks = {req_.chunks[0]};
     one.question = req_.question;
+    const model_hparams& hp = model_->hparams();
+    const int64_t kd = hp.kv_dim();
+    const int64_t start = static_cast<int64_t>(one.preamble.size());
+    const int64_t n = static_cast<int64_t>(one.chunks[0].size());
+    auto rows = [&](const uint16_t* base) {
+        return std::vector<uint16_t>(base + start * kd, base + (start + n) * kd);
+    };
     const std::vector<float> full = run(blend_mode::full, 0.f, nullptr, &one);
+    std::vector<std::vector<uint16_t>> full_k, full_v;
+    for (int l = 0; l < hp.n_layer; ++l) {
+        full_k.push_back(rows(session_->cache().k(l)));
+        full_v.push_back(rows(session_->cache().v(l)));
+    }
     const auto full_tokens = greedy_after(full, 16);
     blend_stats st;
     const std::vector<float> r = run(blend_mode::reuse, 0.f, &st, &one);
-    EXPECT_EQ(st.tokens_reused, static_cast<int64_t>(req_.chunks[0].size()));
+    EXPECT_EQ(st.tokens_reused, n);
     EXPECT_EQ(st.tokens_recomputed, static_cast<int64_t>(one.preamble.size() + one.question.size()));
-    // Only f16 rounding of K before (rather than after) RoPE separates the two.
-    EXPECT_LT(max_abs_diff(full, r), 0.05);
+    // The stored KV is what full prefill computes there: V bit for bit at every layer; K up to
+    // the f16 rounding of K before RoPE (the store keeps position-free keys).
+    for (int l = 0; l < hp.n_layer; ++l) {
+        EXPECT_EQ(rows(session_->cache().v(l)), full_v[static_cast<size_t>(l)]) << "layer " << l;
+        const auto k = rows(session_->cache().k(l));
+        const auto& fk = full_k[static_cast<size_t>(l)];
+        double worst = 0;
+        for (int64_t t = 0; t < n; ++t) {
+            double row_max = 0, diff = 0;
+            for (int64_t j = 0; j < kd; ++j) {
+                const size_t i = static_cast<size_t>(t * kd + j);
+                row_max = std::max(row_max, std::fabs(static_cast<double>(fp16_to_fp32(fk[i]))));
+                diff = std::max(diff, std::fabs(static_cast<double>(fp16_to_fp32(k[i])) - fp16_to_fp32(fk[i])));
+            }
+            worst = std::max(worst, diff / std::max(row_max, 1e-6));
+        }
+        EXPECT_LE(worst, 2.0 / 1024) << "layer " << l;  // two f16 roundings of the row's scale
+    }
+    // That last rounding is all that separates the answers; this small model amplifies it to
+    // ~0.2 in the logits, so the decision-level check is the greedy continuation.
+    EXPECT_LT(max_abs_diff(full, r), 0.5);
+    EXPECT_EQ(argmax(full.data(), (int32_t)full.size()), argmax(r.data(), (int32_t)r.size()));
     EXPECT_EQ(greedy_after(r, 16), full_tokens);
 }
 

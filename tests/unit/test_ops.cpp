@@ -128,10 +128,10 @@ void check_matmul(cb::thread_pool& pool, const test_weights& w, int64_t m, bool 
 }  // namespace
 
 TEST(Ops, MatmulF32) {
-    const test_weights w[] = {make_weights(dtype::f32, 1, 32, 1), make_weights(dtype::f32, 5, 96, 2),
-                              make_weights(dtype::f32, 64, 64, 3),
-                              make_weights(dtype::f32, 100, 576, 4),
-                              make_weights(dtype::f32, 200, 96, 5)};
+    const test_weights w[] = {
+        make_weights(dtype::f32, 1, 32, 1),    make_weights(dtype::f32, 5, 96, 2),
+        make_weights(dtype::f32, 64, 64, 3),   make_weights(dtype::f32, 100, 576, 4),
+        make_weights(dtype::f32, 200, 96, 5)};
     for_each_config([&](cb::thread_pool& pool) {
         uint32_t seed = 100;
         for (const auto& wt : w) {

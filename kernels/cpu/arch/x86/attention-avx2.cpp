@@ -113,7 +113,9 @@ void scale_rows(float* o, int64_t ld, int rows, int n, const float* alpha) {
         const __m256 a = _mm256_set1_ps(alpha[r]);
         float* row = o + r * ld;
         int c = 0;
-        for (; c + 8 <= n; c += 8) _mm256_storeu_ps(row + c, _mm256_mul_ps(_mm256_loadu_ps(row + c), a));
+        for (; c + 8 <= n; c += 8) {
+            _mm256_storeu_ps(row + c, _mm256_mul_ps(_mm256_loadu_ps(row + c), a));
+        }
         for (; c < n; ++c) row[c] *= alpha[r];
     }
 }

@@ -94,7 +94,8 @@ void softmax(float* s, int64_t ld, int rows, const int* limit, float* m, float* 
             for (int c = 0; c < 4; ++c) {
                 const __mmask16 km = tail_mask(lim - 16 * c);
                 const __m512 x = _mm512_loadu_ps(row + 16 * c);
-                const __m512 p = _mm512_maskz_mov_ps(km, avx512_simd::exp2_neg(_mm512_sub_ps(x, mv)));
+                const __m512 e = avx512_simd::exp2_neg(_mm512_sub_ps(x, mv));
+                const __m512 p = _mm512_maskz_mov_ps(km, e);
                 sum = _mm512_add_ps(sum, p);
                 _mm512_storeu_ps(row + 16 * c, p);
             }
@@ -110,7 +111,8 @@ void scale_rows(float* o, int64_t ld, int rows, int n, const float* alpha) {
         float* row = o + r * ld;
         for (int c = 0; c < n; c += 16) {
             const __mmask16 km = tail_mask(n - c);
-            _mm512_mask_storeu_ps(row + c, km, _mm512_mul_ps(_mm512_maskz_loadu_ps(km, row + c), a));
+            const __m512 x = _mm512_maskz_loadu_ps(km, row + c);
+            _mm512_mask_storeu_ps(row + c, km, _mm512_mul_ps(x, a));
         }
     }
 }
@@ -167,8 +169,8 @@ void row_tile_mr(int head_dim, const float* q, int64_t ldq, const float* kt, con
         __m512 sum = _mm512_setzero_ps();
         for (int c = 0; c < 4; ++c) {
             // exp2(-inf) would be 2^-126, not 0: masked lanes are cleared explicitly.
-            const __m512 e = _mm512_maskz_mov_ps(tail_mask(limit[i] - 16 * c),
-                                                 avx512_simd::exp2_neg(_mm512_sub_ps(acc[i][c], mv)));
+            const __m512 x = avx512_simd::exp2_neg(_mm512_sub_ps(acc[i][c], mv));
+            const __m512 e = _mm512_maskz_mov_ps(tail_mask(limit[i] - 16 * c), x);
             sum = _mm512_add_ps(sum, e);
             _mm512_store_ps(pr + 16 * c, e);
         }
@@ -183,7 +185,8 @@ void row_tile_mr(int head_dim, const float* q, int64_t ldq, const float* kt, con
         for (int i = 0; i < MR; ++i) {
             const __m512 a = _mm512_set1_ps(al[i]);
             for (int c = 0; c < 4; ++c) {
-                acc[i][c] = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(dm[c], o + i * ldo + d0 + 16 * c));
+                const __m512 x = _mm512_maskz_loadu_ps(dm[c], o + i * ldo + d0 + 16 * c);
+                acc[i][c] = _mm512_mul_ps(a, x);
             }
         }
         for (int j = 0; j < n_valid; ++j) {

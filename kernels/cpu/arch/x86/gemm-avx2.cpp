@@ -14,43 +14,72 @@ using avx2_simd::tail_mask;
 constexpr int k_mr = 6;
 constexpr int k_nr = 16;
 
+// Accumulators are named variables, not an array: with an array GCC 12 keeps a stack copy of
+// every accumulator and stores it on each k (16 ymm registers leave it no slack).
 template <int MR>
 void tile_mr(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
              int n_valid, const float* init, bool accumulate) {
-    // 12 accumulators + 3 operands fill the 16 ymm registers: the column masks must not stay
-    // live across the k loop (GCC would spill accumulators every iteration), so they are
-    // rebuilt for the stores.
-    __m256 acc[MR][2];
-    if (accumulate) {
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    {
         const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
-        for (int i = 0; i < MR; ++i) {
-            acc[i][0] = _mm256_maskload_ps(c + i * ldc, m0);
-            acc[i][1] = _mm256_maskload_ps(c + i * ldc + 8, m1);
+        __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+        if (!accumulate && init) {
+            v0 = _mm256_maskload_ps(init, m0);
+            v1 = _mm256_maskload_ps(init + 8, m1);
         }
-    } else {
-        const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
-        const __m256 v0 = init ? _mm256_maskload_ps(init, m0) : _mm256_setzero_ps();
-        const __m256 v1 = init ? _mm256_maskload_ps(init + 8, m1) : _mm256_setzero_ps();
-        for (int i = 0; i < MR; ++i) {
-            acc[i][0] = v0;
-            acc[i][1] = v1;
-        }
+        auto ld0 = [&](int i) { return accumulate ? _mm256_maskload_ps(c + i * ldc, m0) : v0; };
+        auto ld1 = [&](int i) { return accumulate ? _mm256_maskload_ps(c + i * ldc + 8, m1) : v1; };
+        c00 = ld0(0); c01 = ld1(0);
+        c10 = MR > 1 ? ld0(1) : v0; c11 = MR > 1 ? ld1(1) : v1;
+        c20 = MR > 2 ? ld0(2) : v0; c21 = MR > 2 ? ld1(2) : v1;
+        c30 = MR > 3 ? ld0(3) : v0; c31 = MR > 3 ? ld1(3) : v1;
+        c40 = MR > 4 ? ld0(4) : v0; c41 = MR > 4 ? ld1(4) : v1;
+        c50 = MR > 5 ? ld0(5) : v0; c51 = MR > 5 ? ld1(5) : v1;
     }
-    const float* ar[MR];
-    for (int i = 0; i < MR; ++i) ar[i] = a + i * lda;
+    const float* a0 = a;
+    const float* a1 = a + lda;
+    const float* a2 = a + 2 * lda;
+    const float* a3 = a + 3 * lda;
+    const float* a4 = a + 4 * lda;
+    const float* a5 = a + 5 * lda;
     for (int64_t k = 0; k < kc; ++k) {
         const __m256 b0 = _mm256_load_ps(b + k * k_nr);
         const __m256 b1 = _mm256_load_ps(b + k * k_nr + 8);
-        for (int i = 0; i < MR; ++i) {
-            const __m256 av = _mm256_broadcast_ss(ar[i] + k);
-            acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+        __m256 av = _mm256_broadcast_ss(a0 + k);
+        c00 = _mm256_fmadd_ps(av, b0, c00);
+        c01 = _mm256_fmadd_ps(av, b1, c01);
+        if (MR > 1) {
+            av = _mm256_broadcast_ss(a1 + k);
+            c10 = _mm256_fmadd_ps(av, b0, c10);
+            c11 = _mm256_fmadd_ps(av, b1, c11);
+        }
+        if (MR > 2) {
+            av = _mm256_broadcast_ss(a2 + k);
+            c20 = _mm256_fmadd_ps(av, b0, c20);
+            c21 = _mm256_fmadd_ps(av, b1, c21);
+        }
+        if (MR > 3) {
+            av = _mm256_broadcast_ss(a3 + k);
+            c30 = _mm256_fmadd_ps(av, b0, c30);
+            c31 = _mm256_fmadd_ps(av, b1, c31);
+        }
+        if (MR > 4) {
+            av = _mm256_broadcast_ss(a4 + k);
+            c40 = _mm256_fmadd_ps(av, b0, c40);
+            c41 = _mm256_fmadd_ps(av, b1, c41);
+        }
+        if (MR > 5) {
+            av = _mm256_broadcast_ss(a5 + k);
+            c50 = _mm256_fmadd_ps(av, b0, c50);
+            c51 = _mm256_fmadd_ps(av, b1, c51);
         }
     }
     const __m256i m0 = tail_mask(n_valid), m1 = tail_mask(n_valid - 8);
+    const __m256 out[6][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                              {c30, c31}, {c40, c41}, {c50, c51}};
     for (int i = 0; i < MR; ++i) {
-        _mm256_maskstore_ps(c + i * ldc, m0, acc[i][0]);
-        _mm256_maskstore_ps(c + i * ldc + 8, m1, acc[i][1]);
+        _mm256_maskstore_ps(c + i * ldc, m0, out[i][0]);
+        _mm256_maskstore_ps(c + i * ldc + 8, m1, out[i][1]);
     }
 }
 

@@ -16,9 +16,9 @@ double sum_sq(const float* x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
         const __m512 sq = _mm512_mul_ps(v, v);
+        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1));
         a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
-        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1))));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(hi));
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
 }

@@ -29,23 +29,8 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(x);
 }
 
-inline __m128i load_u32(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm_cvtsi32_si128(static_cast<int>(v));
-}
-
-// 32 nibbles of a 16-byte block as bytes: [low nibbles (elements 0..15) | high (16..31)].
-inline __m256i nibbles(const uint8_t* qs) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-// 0x10 in byte j where bit j of the 32-bit qh is set (ggml's bytes_from_bits_32, masked).
-inline __m256i qh_bit4(const uint8_t* qh) {
-    uint32_t x;
-    std::memcpy(&x, qh, 4);
+// 0x10 in byte j where bit j of x is set (ggml's bytes_from_bits_32, masked).
+inline __m256i bit4_bytes(uint32_t x) {
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
                                            0x0101010101010101, 0x0000000000000000);
     __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), shuf);
@@ -55,66 +40,23 @@ inline __m256i qh_bit4(const uint8_t* qh) {
     return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
 }
 
+inline uint32_t load32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
 // u8 x s8 dot of 32 bytes -> 8 s32 lanes.
 inline __m256i dot_us(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
 // ---------------------------------------------------------------------------------------------
-// 32-element types. Activation prepared per chunk: qs stay in place (read from the q8 blocks),
-// f32 scales and, for offset types, per-lane corrections -offset * 4-byte sums are prepared.
+// 4/5-bit types, two blocks per step. The activation is prepared per chunk in a nibble layout:
+// pair p holds lo = [a(2p)[0..15] | a(2p+1)[0..15]] and hi = the elements 16..31, so one 32-byte
+// load of each block pair's nibbles pairs with it directly (low 128 bits = block 2p).
 
 constexpr int kc_blocks = 128;
-
-struct act32 {
-    alignas(32) float ds[kc_blocks * 2];      // {d, s} (s = 0 for q8_0)
-    alignas(32) int32_t corr[kc_blocks * 8];  // -offset * sums of each 4 bytes
-    const uint8_t* qs;                        // first block's qs
-    size_t stride;                            // activation block bytes
-};
-
-void prep32(const uint8_t* a, bool q8_1, int nb, int offset, act32* p) {
-    p->stride = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
-    p->qs = a + (q8_1 ? 4 : 2);
-    for (int b = 0; b < nb; ++b) {
-        const uint8_t* blk = a + b * p->stride;
-        p->ds[2 * b] = half(blk);
-        p->ds[2 * b + 1] = q8_1 ? half(blk + 2) : 0.f;
-        if (offset) {
-            const __m256i q =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p->qs + b * p->stride));
-            const __m256i c = dot_us(_mm256_set1_epi8(static_cast<char>(offset)), q);
-            _mm256_store_si256(reinterpret_cast<__m256i*>(p->corr + 8 * b),
-                               _mm256_sub_epi32(_mm256_setzero_si256(), c));
-        }
-    }
-}
-
-// Unsigned weight bytes of block wb, in activation element order.
-struct w_q4_0 {
-    static constexpr size_t bytes = sizeof(block_q4_0);
-    static constexpr bool has_min = false;
-    static __m256i u(const uint8_t* wb) { return nibbles(wb + 2); }
-};
-struct w_q4_1 {
-    static constexpr size_t bytes = sizeof(block_q4_1);
-    static constexpr bool has_min = true;
-    static __m256i u(const uint8_t* wb) { return nibbles(wb + 4); }
-};
-struct w_q5_0 {
-    static constexpr size_t bytes = sizeof(block_q5_0);
-    static constexpr bool has_min = false;
-    static __m256i u(const uint8_t* wb) {
-        return _mm256_or_si256(nibbles(wb + 6), qh_bit4(wb + 2));
-    }
-};
-struct w_q5_1 {
-    static constexpr size_t bytes = sizeof(block_q5_1);
-    static constexpr bool has_min = true;
-    static __m256i u(const uint8_t* wb) {
-        return _mm256_or_si256(nibbles(wb + 8), qh_bit4(wb + 4));
-    }
-};
 
 // Software prefetch distance for weight rows (bytes ahead, within the call's rows): interleaved
 // row streams otherwise leave much of the DRAM bandwidth unused.
@@ -129,36 +71,136 @@ inline void prefetch_if(const uint8_t* p, const uint8_t* end) {
     if (p < end) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
-template <typename W, int R>
-void rows32(const uint8_t* w, size_t stride, const act32& p, int nb, bool offset, float* out,
-            bool first, const uint8_t* pf_end) {
-    const size_t pf = pf_distance(R, stride);
-    __m256 acc[R];
-    __m128 macc[R];
-    for (int r = 0; r < R; ++r) {
-        acc[r] = _mm256_setzero_ps();
-        macc[r] = _mm_setzero_ps();
+struct act_pair {
+    alignas(32) int8_t lo[kc_blocks * 16];
+    alignas(32) int8_t hi[kc_blocks * 16];
+    alignas(32) float ds[kc_blocks * 2];          // {d, s} per block (s = 0 for q8_0)
+    alignas(32) int32_t corr[kc_blocks / 2 * 8];  // -offset * 4-byte sums, per block pair
+};
+
+void prep_pair(const uint8_t* a, bool q8_1, int nb, int offset, act_pair* p) {
+    const size_t ablk = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const int nb2 = (nb + 1) & ~1;
+    for (int b = 0; b < nb2; ++b) {
+        __m256i q = _mm256_setzero_si256();
+        float d = 0.f, sv = 0.f;
+        if (b < nb) {
+            const uint8_t* blk = a + b * ablk;
+            q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (q8_1 ? 4 : 2)));
+            d = half(blk);
+            if (q8_1) sv = half(blk + 2);
+        }
+        _mm_store_si128(reinterpret_cast<__m128i*>(p->lo + 16 * b), _mm256_castsi256_si128(q));
+        _mm_store_si128(reinterpret_cast<__m128i*>(p->hi + 16 * b), _mm256_extracti128_si256(q, 1));
+        p->ds[2 * b] = d;
+        p->ds[2 * b + 1] = sv;
     }
-    for (int b = 0; b < nb; ++b) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.qs + b * p.stride));
-        const __m128 ds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p.ds + 2 * b)));
+    if (offset) {
+        const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
+        for (int pr = 0; pr < nb2 / 2; ++pr) {
+            const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(p->lo + 32 * pr));
+            const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(p->hi + 32 * pr));
+            const __m256i s16 =
+                _mm256_add_epi16(_mm256_maddubs_epi16(off, lo), _mm256_maddubs_epi16(off, hi));
+            const __m256i c = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(p->corr + 8 * pr),
+                               _mm256_sub_epi32(_mm256_setzero_si256(), c));
+        }
+    }
+}
+
+// Block layout of each type: bytes, offsets of qs / qh, whether it has a min (m * s term).
+struct w_q4_0 {
+    static constexpr size_t bytes = sizeof(block_q4_0), qs = 2, qh = 0;
+    static constexpr bool has_min = false, five = false;
+};
+struct w_q4_1 {
+    static constexpr size_t bytes = sizeof(block_q4_1), qs = 4, qh = 0;
+    static constexpr bool has_min = true, five = false;
+};
+struct w_q5_0 {
+    static constexpr size_t bytes = sizeof(block_q5_0), qs = 6, qh = 2;
+    static constexpr bool has_min = false, five = true;
+};
+struct w_q5_1 {
+    static constexpr size_t bytes = sizeof(block_q5_1), qs = 8, qh = 4;
+    static constexpr bool has_min = true, five = true;
+};
+
+struct pair_acc {
+    __m256 f;
+    __m128 m;  // lanes 1 and 3: m * s of the pairs' blocks
+};
+
+// One block pair (or a single last block when !two) of one row.
+template <typename W, bool two>
+inline void pair_step(const uint8_t* wb, __m256i alo, __m256i ahi, __m256i corr, __m128 ds,
+                      pair_acc& acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + W::qs));
+    const __m128i q1 =
+        two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + W::bytes + W::qs))
+            : _mm_setzero_si128();
+    const __m256i v = _mm256_set_m128i(q1, q0);
+    __m256i lo = _mm256_and_si256(v, m4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (W::five) {
+        const uint32_t h0 = load32(wb + W::qh);
+        const uint32_t h1 = two ? load32(wb + W::bytes + W::qh) : 0;
+        lo = _mm256_or_si256(lo, bit4_bytes((h0 & 0xFFFF) | (h1 << 16)));
+        hi = _mm256_or_si256(hi, bit4_bytes((h0 >> 16) | (h1 & 0xFFFF0000u)));
+    }
+    // s16 pairs stay below 2 * 2 * 31 * 127: no saturation.
+    const __m256i p16 =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
+    __m256i isum = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+    if (!W::has_min) isum = _mm256_add_epi32(isum, corr);
+    // [d0, m0, d1, m1] (the m slots hold qs/qh bits without a min: they are never used).
+    const __m128i dm0 = _mm_cvtsi32_si128(static_cast<int>(load32(wb)));
+    const __m128i dm =
+        two ? _mm_insert_epi32(dm0, static_cast<int>(load32(wb + W::bytes)), 1) : dm0;
+    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(dm), ds);
+    if (W::has_min) acc.m = _mm_add_ps(acc.m, f);
+    const __m256 sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f),
+                                               _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    acc.f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), sc, acc.f);
+}
+
+template <typename W, int R>
+void rows_pair(const uint8_t* w, size_t stride, const act_pair& p, int nb, bool offset, float* out,
+               bool first, const uint8_t* pf_end) {
+    const size_t pf = pf_distance(R, stride);
+    pair_acc acc[R];
+    for (int r = 0; r < R; ++r) {
+        acc[r].f = _mm256_setzero_ps();
+        acc[r].m = _mm_setzero_ps();
+    }
+    const int npairs = nb / 2;
+    for (int pr = 0; pr <= npairs; ++pr) {
+        const bool tail = pr == npairs;
+        if (tail && nb % 2 == 0) break;
+        const __m256i alo = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.lo + 32 * pr));
+        const __m256i ahi = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.hi + 32 * pr));
         const __m256i corr =
-            offset ? _mm256_load_si256(reinterpret_cast<const __m256i*>(p.corr + 8 * b))
+            offset ? _mm256_load_si256(reinterpret_cast<const __m256i*>(p.corr + 8 * pr))
                    : _mm256_setzero_si256();
+        const __m128 ds = _mm_load_ps(p.ds + 4 * pr);
         for (int r = 0; r < R; ++r) {
-            const uint8_t* wb = w + r * stride + b * W::bytes;
-            if (b % 2 == 0) prefetch_if(wb + pf, pf_end);  // blocks are 18-24 bytes
-            __m256i isum = dot_us(W::u(wb), a);
-            if (!W::has_min) isum = _mm256_add_epi32(isum, corr);
-            // [d, m] (or [d, qh bytes]) as halves -> [d*da, m*s]; lane 1 is unused without a min.
-            const __m128 f = _mm_mul_ps(_mm_cvtph_ps(load_u32(wb)), ds);
-            if (W::has_min) macc[r] = _mm_add_ps(macc[r], f);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(f), acc[r]);
+            const uint8_t* wb = w + r * stride + 2 * pr * W::bytes;
+            if (tail) {
+                pair_step<W, false>(wb, alo, ahi, corr, ds, acc[r]);
+            } else {
+                prefetch_if(wb + pf, pf_end);  // a pair is 36-48 bytes
+                pair_step<W, true>(wb, alo, ahi, corr, ds, acc[r]);
+            }
         }
     }
     for (int r = 0; r < R; ++r) {
-        float v = hsum8(acc[r]);
-        if (W::has_min) v += _mm_cvtss_f32(_mm_movehdup_ps(macc[r]));
+        float v = hsum8(acc[r].f);
+        if (W::has_min) {
+            const __m128 m = acc[r].m;
+            v += _mm_cvtss_f32(_mm_movehdup_ps(m)) + _mm_cvtss_f32(_mm_permute_ps(m, 3));
+        }
         out[r] = first ? v : out[r] + v;
     }
 }
@@ -170,27 +212,34 @@ void vec_dot_rows_32(int64_t n, const void* vw, size_t stride, int64_t nrows, co
     const uint8_t* a = static_cast<const uint8_t*>(va);
     const size_t ablk = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const int64_t nb = n / qk;
-    act32 p;
+    act_pair p;
     for (int64_t b0 = 0; b0 < nb; b0 += kc_blocks) {
         const int cnb = static_cast<int>(nb - b0 < kc_blocks ? nb - b0 : kc_blocks);
-        prep32(a + b0 * ablk, q8_1, cnb, offset, &p);
+        prep_pair(a + b0 * ablk, q8_1, cnb, offset, &p);
         const uint8_t* wc = w + b0 * W::bytes;
         const uint8_t* end = wc + nrows * stride;
         const bool first = b0 == 0, off = offset != 0;
         int64_t r = 0;
         for (; r + 4 <= nrows; r += 4) {
-            rows32<W, 4>(wc + r * stride, stride, p, cnb, off, out + r, first, end);
+            rows_pair<W, 4>(wc + r * stride, stride, p, cnb, off, out + r, first, end);
         }
         switch (nrows - r) {
-            case 3: rows32<W, 3>(wc + r * stride, stride, p, cnb, off, out + r, first, end); break;
-            case 2: rows32<W, 2>(wc + r * stride, stride, p, cnb, off, out + r, first, end); break;
-            case 1: rows32<W, 1>(wc + r * stride, stride, p, cnb, off, out + r, first, end); break;
+            case 3:
+                rows_pair<W, 3>(wc + r * stride, stride, p, cnb, off, out + r, first, end);
+                break;
+            case 2:
+                rows_pair<W, 2>(wc + r * stride, stride, p, cnb, off, out + r, first, end);
+                break;
+            case 1:
+                rows_pair<W, 1>(wc + r * stride, stride, p, cnb, off, out + r, first, end);
+                break;
             default: break;
         }
     }
 }
 
-// q8_0 x q8_0: |w| x sign(a, w) keeps vpmaddubsw pairs within s16 (128 * 127 * 2).
+// q8_0 x q8_0: |w| x sign(a, w) keeps vpmaddubsw pairs within s16 (128 * 127 * 2). Weights may
+// hold -128; activations from quantize_row never do (sign(-128) would overflow).
 template <int R>
 void rows_q8_0(const uint8_t* w, size_t stride, const uint8_t* a, int64_t nb, float* out,
                const uint8_t* pf_end) {

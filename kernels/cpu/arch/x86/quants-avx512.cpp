@@ -7,6 +7,7 @@
 // vector: one FMA per group, no horizontal sums until the row ends. Signed weights become
 // unsigned by an offset (w + 128, q - 8, q - 16) whose correction, -offset * sum(a), depends on
 // the activation only and seeds the vpdpbusd accumulator.
+
 // GCC 12 warns about the deliberately undefined upper lanes of _mm512_cast* intrinsics.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
