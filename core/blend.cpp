@@ -147,10 +147,7 @@ bool parse_blend_mode(const std::string& s, blend_mode* out) {
 
 struct blend_engine::impl {
     std::unique_ptr<forward_engine> fwd;          // sized to the largest prompt seen
-    std::unique_ptr<kv_cache> pre_cache;          // precompute scratch: [P] stays resident
-    std::unique_ptr<forward_engine> pre_fwd;
-    std::vector<token_id> pre_preamble;
-    bool pre_valid = false;
+    std::unique_ptr<kv_cache> pre_cache;          // precompute scratch cache
     std::vector<float> logits;
     std::vector<std::pair<std::vector<token_id>, std::vector<token_id>>> pending;  // misses
     // Rates measured on earlier requests, for ratio=auto (EMA).
@@ -216,41 +213,31 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
     const chunk_key key = key_of(preamble, chunk);
     if (store_->contains(key)) return false;
 
+    // [P][C] runs as one batch, exactly as the chunk's rows run inside a full prefill of the
+    // whole prompt, so the stored KV is what full prefill computes there (kernels may pick their
+    // numerics by batch size; one batch keeps precompute and full on the same path).
     impl& I = *impl_;
-    const int32_t n_batch = s_.params().n_batch;
-    if (!I.pre_cache) {
-        I.pre_cache = std::make_unique<kv_cache>(s_.get_backend(), hp, s_.n_ctx());
-        I.pre_fwd = std::make_unique<forward_engine>(m, s_.get_backend(), n_batch);
+    if (!I.pre_cache) I.pre_cache = std::make_unique<kv_cache>(s_.get_backend(), hp, s_.n_ctx());
+    const int64_t n = np + nc;
+    if (!I.fwd || I.fwd->max_rows() < n) {
+        I.fwd.reset();
+        I.fwd = std::make_unique<forward_engine>(m, s_.get_backend(), static_cast<int32_t>(n));
     }
-    std::vector<int32_t> pos;
-    // The preamble's KV stays in the scratch cache between chunks (it never changes).
-    if (!I.pre_valid || I.pre_preamble != preamble) {
-        I.pre_valid = false;
-        for (int64_t b = 0; b < np; b += n_batch) {
-            const int64_t nb = std::min<int64_t>(n_batch, np - b);
-            pos.resize(static_cast<size_t>(nb));
-            for (int64_t i = 0; i < nb; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(b + i);
-            I.pre_fwd->run(*I.pre_cache, preamble.data() + b, pos.data(), nb, b + nb, nullptr);
-        }
-        I.pre_preamble = preamble;
-        I.pre_valid = true;
-    }
+    std::vector<token_id> tokens(preamble);
+    tokens.insert(tokens.end(), chunk.begin(), chunk.end());
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
 
     const int64_t kd = hp.kv_dim();
     const size_t layer_elems = static_cast<size_t>(nc * kd);
     std::vector<float> kbuf(layer_elems * static_cast<size_t>(hp.n_layer));
     std::vector<float> vbuf(layer_elems * static_cast<size_t>(hp.n_layer));
-    for (int64_t b = 0; b < nc; b += n_batch) {
-        const int64_t nb = std::min<int64_t>(n_batch, nc - b);
-        pos.resize(static_cast<size_t>(nb));
-        for (int64_t i = 0; i < nb; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(np + b + i);
-        auto capture = [&](int l, const float* k, const float* v, int64_t rows) {
-            const size_t off = static_cast<size_t>(l) * layer_elems + static_cast<size_t>(b * kd);
-            std::memcpy(kbuf.data() + off, k, static_cast<size_t>(rows * kd) * sizeof(float));
-            std::memcpy(vbuf.data() + off, v, static_cast<size_t>(rows * kd) * sizeof(float));
-        };
-        I.pre_fwd->run(*I.pre_cache, chunk.data() + b, pos.data(), nb, np + b + nb, nullptr, capture);
-    }
+    auto capture = [&](int l, const float* k, const float* v, int64_t) {
+        const size_t off = static_cast<size_t>(l) * layer_elems;
+        std::memcpy(kbuf.data() + off, k + np * kd, layer_elems * sizeof(float));
+        std::memcpy(vbuf.data() + off, v + np * kd, layer_elems * sizeof(float));
+    };
+    I.fwd->run(*I.pre_cache, tokens.data(), pos.data(), n, n, nullptr, capture);
     chunk_kv_meta meta;
     meta.model_fingerprint = m.fingerprint();
     meta.format = p_.format;

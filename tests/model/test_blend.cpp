@@ -75,13 +75,22 @@ protected:
             false, true);
         const char* passages[] = {
             "The Amazon river flows through Brazil, Peru and Colombia. It carries more water than "
-            "any other river and its basin covers about seven million square kilometres.\n",
+            "any other river and its basin covers about seven million square kilometres. The "
+            "rainforest around it holds a tenth of the known species on Earth, and its seasonal "
+            "floods reshape the channels every year.\n",
             "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, Uhuru, rises "
-            "5,895 metres above sea level and was first climbed in 1889 by Hans Meyer.\n",
+            "5,895 metres above sea level and was first climbed in 1889 by Hans Meyer and Ludwig "
+            "Purtscheller. Its glaciers have shrunk by more than eighty percent since the early "
+            "twentieth century.\n",
             "The Danube is Europe's second-longest river. It rises in the Black Forest of Germany "
-            "and flows through ten countries before reaching the Black Sea in Romania.\n",
+            "and flows through ten countries before reaching the Black Sea in Romania. Four "
+            "capital cities lie on its banks: Vienna, Bratislava, Budapest and Belgrade, and its "
+            "delta is a protected wetland.\n",
         };
         for (const char* p : passages) req_.chunks.push_back(t.encode(p, false, false));
+        // Kernels may choose numerics by batch size (llama.cpp switches attention kernels at 64
+        // query rows); keep every precompute batch ([P][C]) in the large-batch regime.
+        for (const auto& c : req_.chunks) ASSERT_GE(req_.preamble.size() + c.size(), 64u);
         req_.question = t.encode(
             "Question: Who first climbed Kilimanjaro?<|im_end|>\n<|im_start|>assistant\n", false, true);
     }
