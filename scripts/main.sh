@@ -9,6 +9,7 @@ question=${1:-"What are three practical ways to save energy at home? Answer brie
 
 bash scripts/install-deps.sh
 model=$(bash scripts/fetch-model.sh)
+embed_model=$(bash scripts/fetch-embedder.sh); export CBL_EMBED_MODEL="$embed_model"
 bash scripts/build.sh >&2
 
 cli=build/bin/cacheblend

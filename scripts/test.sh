@@ -24,7 +24,8 @@ phase() { echo "== test: $* (${SECONDS}s)" >&2; }
 phase "dependencies"
 bash scripts/install-deps.sh
 model=$(bash scripts/fetch-model.sh)
-export CBL_MODEL="$model" CBL_REQUIRE_MODEL=1
+embed_model=$(bash scripts/fetch-embedder.sh)
+export CBL_MODEL="$model" CBL_EMBED_MODEL="$embed_model" CBL_REQUIRE_MODEL=1
 
 run_ctest() {
   ctest --test-dir "$1" --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" "${ctest_extra[@]}"

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "retrieval/embedder.h"
+
 namespace cbltest {
 
 // CBL_MODEL, else ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf.
@@ -24,4 +26,14 @@ std::string shared_dir();
         const char* req = std::getenv("CBL_REQUIRE_MODEL");                                   \
         if (req && std::string(req) == "1") FAIL() << "default model missing: " << path_var;  \
         GTEST_SKIP() << "default model missing: " << path_var;                                \
+    }
+
+// The same for the default embedder (CBL_EMBED_MODEL, else the file scripts/fetch-embedder.sh
+// caches; cacheblend::default_embedder_path()).
+#define CBL_REQUIRE_DEFAULT_EMBEDDER(path_var)                                                 \
+    std::string path_var = cacheblend::default_embedder_path();                               \
+    if (!cbltest::file_exists(path_var)) {                                                    \
+        const char* req = std::getenv("CBL_REQUIRE_MODEL");                                   \
+        if (req && std::string(req) == "1") FAIL() << "embedder model missing: " << path_var; \
+        GTEST_SKIP() << "embedder model missing: " << path_var;                               \
     }
