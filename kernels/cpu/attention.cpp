@@ -245,12 +245,67 @@ void prepare_scratch(task_scratch& ts, const attn_plan& pl) {
 
 }  // namespace
 
+namespace {
+
+// Query rows per ggml tile (GGML_FA_TILE_Q): batches of fewer rows run ggml's one_chunk path.
+constexpr int64_t k_ggml_tile_q = 64;
+
+// AVX-512: ggml's CPU flash attention, bit for bit (attention-ggml-avx512.cpp). Rows are
+// independent, so any split over (rows, heads) gives the same bits.
+void attention_ggml(thread_pool& pool, const attention_args& a, int n_kv) {
+#if defined(__x86_64__)
+    const ukr::fa_exact_kernels& fk = ukr::fa_exact_avx512();
+    const int group = a.n_head / n_kv;
+    const int hd = a.head_dim;
+    auto limit_of = [&](int64_t i) {
+        return std::max<int64_t>(0, std::min<int64_t>(a.n_keys, int64_t(a.q_pos[i]) + 1));
+    };
+    if (a.n_q < k_ggml_tile_q) {
+        pool.parallel_for(a.n_q * a.n_head, 1, [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; ++t) {
+                const int64_t i = t / a.n_head;
+                const int h = static_cast<int>(t % a.n_head);
+                const int64_t koff = int64_t(h / group) * hd;
+                fk.one_chunk(a.q + i * a.q_stride + int64_t(h) * hd, a.k + koff, a.v + koff,
+                             a.kv_stride, limit_of(i), hd, a.scale,
+                             a.out + i * a.out_stride + int64_t(h) * hd);
+            }
+        });
+        return;
+    }
+    constexpr int64_t k_rows = 64;  // rows per call: each K/V tile is converted once for them
+    const int64_t n_rb = (a.n_q + k_rows - 1) / k_rows;
+    pool.parallel_for(n_rb * a.n_head, 1, [&](int64_t t0, int64_t t1) {
+        static thread_local aligned_array<float> scratch;
+        if (scratch.size() < size_t(192) * hd) scratch.resize(size_t(192) * hd);
+        int64_t lim[k_rows];
+        for (int64_t t = t0; t < t1; ++t) {
+            const int h = static_cast<int>(t / n_rb);
+            const int64_t i0 = (t % n_rb) * k_rows;
+            const int rows = static_cast<int>(std::min<int64_t>(k_rows, a.n_q - i0));
+            for (int r = 0; r < rows; ++r) lim[r] = limit_of(i0 + r);
+            const int64_t koff = int64_t(h / group) * hd;
+            fk.tiled(rows, a.q + i0 * a.q_stride + int64_t(h) * hd, a.q_stride, a.k + koff,
+                     a.v + koff, a.kv_stride, lim, hd, a.scale,
+                     a.out + i0 * a.out_stride + int64_t(h) * hd, a.out_stride, scratch.data());
+        }
+    });
+#else
+    (void)pool, (void)a, (void)n_kv;
+#endif
+}
+
+}  // namespace
+
 void attention(thread_pool& pool, const attention_args& a) {
     if (a.n_q <= 0 || a.n_head <= 0 || a.head_dim <= 0) return;
     const int n_kv = a.n_kv_head > 0 ? a.n_kv_head : a.n_head;
     if (a.n_head % n_kv != 0) return;
 
     const cpu_isa isa = cpu_isa_active();
+    if (isa == cpu_isa::avx512 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
+        return attention_ggml(pool, a, n_kv);
+    }
     attn_plan pl;
     pl.a = &a;
     pl.gk = &ukr::gemm_for(isa);

@@ -1,5 +1,7 @@
 // y = x * W^T with W in its GGUF type.
 //
+// q4_1 / q8_0 on AVX-512 (the default model): matmul_qgemm, an int8 GEMM bit-exact with ggml's
+// vec_dot at every m. Other types and ISAs:
 // Small m (decode): activations are quantized once to vec_dot_type(W) and each thread runs
 // vec_dot_rows over its range of weight rows (int8 dot products for quantized W).
 // Large m (prefill): the threads first dequantize W (a chunk of output columns at a time) into
@@ -144,6 +146,47 @@ void matmul_gemv(thread_pool& pool, const weight_view& w, const float* x, int64_
     });
 }
 
+// Types with a native int8 GEMM (vec_dot_tile_native): activations quantized to vec_dot_type
+// for every m, outputs from vec_dot_tile, so each output has the bits of the decode GEMV
+// (ggml's vec_dot, bit for bit, on AVX-512) whatever m, the row's position and the thread split.
+void matmul_qgemm(thread_pool& pool, const weight_view& w, const float* x, int64_t m, int64_t ldx,
+                  float* y, int64_t ldy, const float* bias) {
+    const dtype vt = vec_dot_type(w.type);
+    const int64_t k = w.cols;
+    const size_t a_row = dtype_row_bytes(vt, k);
+    static thread_local aligned_array<unsigned char> qbuf;
+    if (qbuf.size() < a_row * m) qbuf.resize(a_row * m);
+    unsigned char* qa = qbuf.data();
+    if (m == 1) {
+        quantize_row(vt, x, qa, k);
+    } else {
+        pool.parallel_for(m, 8, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) quantize_row(vt, x + i * ldx, qa + i * a_row, k);
+        });
+    }
+    const auto* wbase = static_cast<const unsigned char*>(w.data);
+    // Tasks: blocks of weight rows x blocks of activation rows. A row block's weights stay in L1/L2
+    // while its activation rows pass.
+    constexpr int64_t k_rows_blk = 32;
+    constexpr int64_t k_act_blk = 64;
+    const int64_t n_rb = (w.rows + k_rows_blk - 1) / k_rows_blk;
+    const int64_t n_ab = (m + k_act_blk - 1) / k_act_blk;
+    pool.parallel_for(n_rb * n_ab, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const int64_t ab = t / n_rb, rb = t % n_rb;
+            const int64_t r0 = rb * k_rows_blk, r1 = std::min(w.rows, r0 + k_rows_blk);
+            const int64_t i0 = ab * k_act_blk, i1 = std::min(m, i0 + k_act_blk);
+            vec_dot_tile(w.type, k, wbase + r0 * w.row_bytes, w.row_bytes, r1 - r0,
+                         qa + i0 * a_row, a_row, i1 - i0, y + i0 * ldy + r0, ldy);
+            if (bias) {
+                for (int64_t i = i0; i < i1; ++i) {
+                    for (int64_t r = r0; r < r1; ++r) y[i * ldy + r] += bias[r];
+                }
+            }
+        }
+    });
+}
+
 // Packs columns [n0, n0 + n_panels*nr) of W (all of K) into bp[panel][k][nr].
 void pack_chunk(const ukr::gemm_kernels& kern, const weight_view& w, int64_t n0, int64_t n_panels,
                 float* bp, int ith, int nth) {
@@ -243,7 +286,9 @@ void matmul(thread_pool& pool, const weight_view& w, const float* x, int64_t m, 
         }
         return;
     }
-    if (m <= k_gemv_max_m) {
+    if (vec_dot_tile_native(w.type)) {
+        matmul_qgemm(pool, w, x, m, ldx, y, ldy, bias);
+    } else if (m <= k_gemv_max_m) {
         matmul_gemv(pool, w, x, m, ldx, y, ldy, bias);
     } else {
         matmul_gemm(pool, w, x, m, ldx, y, ldy, bias);

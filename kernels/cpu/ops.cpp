@@ -113,6 +113,8 @@ void rope_row_cache(const rope_params& p, int32_t pos, float* out) {
 // Positions above this are computed per call instead of cached (bounds the table's memory).
 constexpr int32_t k_rope_cache_max_pos = 1 << 16;
 
+// The rotation as GCC contracts ggml's rotate_pairs (x0*c - x1*s, x0*s + x1*c) into FMAs in the
+// peer's build, so rotated values have its bits.
 void rope_apply(float* x, int n_head, int head_dim, const rope_params& p, const float* cs) {
     const int half = p.n_dims / 2;
     for (int h = 0; h < n_head; ++h) {
@@ -121,15 +123,15 @@ void rope_apply(float* x, int n_head, int head_dim, const rope_params& p, const 
             for (int i = 0; i < half; ++i) {
                 const float c = cs[2 * i], s = cs[2 * i + 1];
                 const float x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = x0 * c - x1 * s;
-                v[2 * i + 1] = x0 * s + x1 * c;
+                v[2 * i] = std::fma(x0, c, -(x1 * s));
+                v[2 * i + 1] = std::fma(x0, s, x1 * c);
             }
         } else {
             for (int i = 0; i < half; ++i) {
                 const float c = cs[2 * i], s = cs[2 * i + 1];
                 const float x0 = v[i], x1 = v[i + half];
-                v[i] = x0 * c - x1 * s;
-                v[i + half] = x0 * s + x1 * c;
+                v[i] = std::fma(x0, c, -(x1 * s));
+                v[i + half] = std::fma(x0, s, x1 * c);
             }
         }
     }

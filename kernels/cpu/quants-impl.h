@@ -141,6 +141,10 @@ static inline void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m)
 using vec_dot_rows_fn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nrows,
                                  const void* a, float* out);
 using dequantize_fn = void (*)(const void* src, float* dst, int64_t n);
+// out[i * ldo + r] = dot(weight row r, activation row i) for r < nrows, i < m.
+using vec_dot_tile_fn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nrows,
+                                 const void* a, size_t a_stride, int64_t m, float* out,
+                                 int64_t ldo);
 using quantize_fn = void (*)(const float* src, void* dst, int64_t n);
 
 }  // namespace qimpl
@@ -156,6 +160,7 @@ void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 }  // namespace avx2
 namespace avx512 {
 qimpl::vec_dot_rows_fn find_vec_dot_rows(dtype t);
+qimpl::vec_dot_tile_fn find_vec_dot_tile(dtype t);  // qgemm-avx512.cpp
 qimpl::dequantize_fn find_dequantize(dtype t);
 qimpl::quantize_fn find_quantize(dtype t);
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);

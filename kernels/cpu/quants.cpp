@@ -340,10 +340,11 @@ void quant_q8_0(const float* x, void* dst, int64_t n) {
     for (int64_t i = 0; i < n / qk; ++i, x += qk) {
         float amax = 0.f;
         for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
+        // As ggml's AVX quantize_row_q8_0 (not its _ref): id = 127 / amax, round half to even.
+        const float d = amax / 127.f;
+        const float id = amax != 0.f ? 127.f / amax : 0.0f;
         y[i].d = f2h(d);
-        for (int j = 0; j < qk; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+        for (int j = 0; j < qk; ++j) y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
     }
 }
 
@@ -352,13 +353,13 @@ void quant_q8_1(const float* x, void* dst, int64_t n) {
     for (int64_t i = 0; i < n / qk; ++i, x += qk) {
         float amax = 0.f;
         for (int j = 0; j < qk; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
+        const float d = amax / 127.f;  // as quant_q8_0
+        const float id = amax != 0.f ? 127.f / amax : 0.0f;
         y[i].d = f2h(d);
         int sum = 0;
         for (int j = 0; j < 16; ++j) {
-            const int q0 = static_cast<int>(std::roundf(x[j] * id));
-            const int q1 = static_cast<int>(std::roundf(x[16 + j] * id));
+            const int q0 = static_cast<int>(std::nearbyint(x[j] * id));
+            const int q1 = static_cast<int>(std::nearbyint(x[16 + j] * id));
             y[i].qs[j] = static_cast<int8_t>(q0);
             y[i].qs[16 + j] = static_cast<int8_t>(q1);
             sum += q0 + q1;
@@ -1024,6 +1025,28 @@ void vec_dot_rows(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nr
     }
     const char* wr = static_cast<const char*>(w);
     for (int64_t r = 0; r < nrows; ++r) out[r] = k->dot(n, wr + r * w_stride, a);
+}
+
+bool vec_dot_tile_native(dtype t) {
+#if CBL_QUANTS_X86
+    if (cpu_isa_active() == cpu_isa::avx512) return avx512::find_vec_dot_tile(t) != nullptr;
+#endif
+    (void)t;
+    return false;
+}
+
+void vec_dot_tile(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
+                  size_t a_stride, int64_t m, float* out, int64_t ldo) {
+    if (nrows <= 0 || m <= 0) return;
+#if CBL_QUANTS_X86
+    if (n > 0 && cpu_isa_active() == cpu_isa::avx512) {
+        if (const vec_dot_tile_fn f = avx512::find_vec_dot_tile(t)) {
+            return f(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
+        }
+    }
+#endif
+    const char* ar = static_cast<const char*>(a);
+    for (int64_t i = 0; i < m; ++i) vec_dot_rows(t, n, w, w_stride, nrows, ar + i * a_stride, out + i * ldo);
 }
 
 float vec_dot(dtype t, int64_t n, const void* w, const void* a) {

@@ -31,4 +31,11 @@ float vec_dot(dtype t, int64_t n, const void* w, const void* a);
 void vec_dot_rows(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
                   float* out);
 
+// out[i * ldo + r] = vec_dot(t, n, w + r * w_stride, a + i * a_stride) for r < nrows, i < m, each
+// with the bits vec_dot_rows gives it (batch invariance). Fast (an int8 GEMM) where
+// vec_dot_tile_native(t); otherwise vec_dot_rows per activation row.
+void vec_dot_tile(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
+                  size_t a_stride, int64_t m, float* out, int64_t ldo);
+bool vec_dot_tile_native(dtype t);
+
 }  // namespace cacheblend

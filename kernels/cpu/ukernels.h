@@ -52,6 +52,23 @@ struct attn_kernels {
                      float* o, int64_t ldo, float* p);
 };
 
+// Flash attention with ggml's CPU numerics, bit for bit (AVX-512 only; attention-ggml-avx512.cpp).
+// q rows are f32, k/v rows f16 with row stride ld elements, one head each.
+struct fa_exact_kernels {
+    // ggml's flash_attn_ext_f16_one_chunk (batches of < 64 query rows): one row, keys [0, n).
+    void (*one_chunk)(const float* q, const uint16_t* k, const uint16_t* v, int64_t ld, int64_t n,
+                      int head_dim, float scale, float* out);
+    // ggml's flash_attn_ext_tiled (batches of >= 64 rows): row r (stride ldq / ldo) sees keys
+    // [0, limit[r]); rows <= 64, head_dim a multiple of 16, <= 256; scratch: 192 * head_dim
+    // floats, 64-byte aligned.
+    void (*tiled)(int rows, const float* q, int64_t ldq, const uint16_t* k, const uint16_t* v,
+                  int64_t ld, const int64_t* limit, int head_dim, float scale, float* out,
+                  int64_t ldo, float* scratch);
+};
+#if defined(__x86_64__)
+const fa_exact_kernels& fa_exact_avx512();
+#endif
+
 // Elementwise helpers for ops.cpp.
 struct elem_kernels {
     // sum of x[i]*x[i]: products in float, accumulated in double (as ggml's rms_norm)

@@ -202,8 +202,9 @@ TEST_F(BlendTest, ReuseOfChunkRightAfterPreambleReproducesFull) {
         EXPECT_LE(worst, 2.0 / 1024) << "layer " << l;  // two f16 roundings of the row's scale
     }
     // That last rounding is all that separates the answers; this small model amplifies it to
-    // ~0.2 in the logits, so the decision-level check is the greedy continuation.
-    EXPECT_LT(max_abs_diff(full, r), 0.5);
+    // ~0.2-0.65 in the logits (depending on the kernels' rounding: ggml's, since the AVX-512
+    // kernels reproduce llama.cpp), so the decision-level check is the greedy continuation.
+    EXPECT_LT(max_abs_diff(full, r), 1.0);
     EXPECT_EQ(argmax(full.data(), (int32_t)full.size()), argmax(r.data(), (int32_t)r.size()));
     EXPECT_EQ(greedy_after(r, 16), full_tokens);
 }

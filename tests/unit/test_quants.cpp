@@ -485,13 +485,14 @@ TEST(HandBuilt, Fp16Bf16F32Rows) {
     expect_dequant(dtype::bf16, b, {1.f, -3.f, 0.125f, 0.f});
 }
 
-// ---- activation quantizers (ggml's reference math) -----------------------------------------
+// ---- activation quantizers (ggml's x86 AVX math) ---------------------------------------------
 
 TEST(ActivationQuant, Q8_0AndQ8_1ByHand) {
     isa_scope scope;
     std::vector<float> x(32);
-    // amax = 127 -> d = 1 exactly, so x.5 values are exact ties: roundf (ggml's reference)
-    // rounds them away from zero, which round-to-nearest-even would not.
+    // amax = 127 -> d = 1 and id = 127 / amax = 1 exactly, so x.5 values are exact ties. Like
+    // ggml's AVX quantize_row_q8_0/q8_1 (what llama.cpp runs on x86, unlike its _ref code) we round
+    // them to even.
     for (int j = 0; j < 32; ++j) x[j] = (j - 16) * 1.5f;
     x[0] = -127.f;
     for (cpu_isa isa : isa_levels()) {
@@ -502,20 +503,19 @@ TEST(ActivationQuant, Q8_0AndQ8_1ByHand) {
         EXPECT_EQ(get16(b.data()), h(d)) << cpu_isa_name(isa);
         int sum = 0;
         for (int j = 0; j < 32; ++j) {
-            const int want = static_cast<int>(std::roundf(x[j] * (1.f / d)));
+            const int want = static_cast<int>(std::nearbyint(x[j] * (127.f / 127.f)));
             EXPECT_EQ(static_cast<int8_t>(b[2 + j]), want) << cpu_isa_name(isa) << " j=" << j;
             sum += want;
         }
         EXPECT_EQ(static_cast<int8_t>(b[2]), -127);
-        EXPECT_EQ(static_cast<int8_t>(b[2 + 19]), 5);   // 4.5 -> 5 (nearest-even would give 4)
-        EXPECT_EQ(static_cast<int8_t>(b[2 + 13]), -5);  // -4.5 -> -5
+        EXPECT_EQ(static_cast<int8_t>(b[2 + 19]), 4);   // 4.5 -> 4 (to even)
+        EXPECT_EQ(static_cast<int8_t>(b[2 + 13]), -4);  // -4.5 -> -4
         EXPECT_EQ(static_cast<int8_t>(b[2 + 17]), 2);   // 1.5 -> 2
         quantize_row(dtype::q8_1, x.data(), b.data(), 32);
         EXPECT_EQ(get16(b.data()), h(d));
         EXPECT_EQ(get16(b.data() + 2), h(sum * d));
         for (int j = 0; j < 32; ++j) {
-            EXPECT_EQ(static_cast<int8_t>(b[4 + j]),
-                      static_cast<int>(std::roundf(x[j] * (1.f / d))));
+            EXPECT_EQ(static_cast<int8_t>(b[4 + j]), static_cast<int>(std::nearbyint(x[j])));
         }
         // All-zero block: d = 0, q = 0.
         std::vector<float> z(32, 0.f);

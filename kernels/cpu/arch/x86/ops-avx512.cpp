@@ -1,6 +1,8 @@
 // AVX-512 elementwise kernels for ops.cpp (RMS-norm pieces, SwiGLU, residual add).
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kernels/cpu/arch/x86/simd-avx512.h"
 #include "kernels/cpu/ukernels.h"
 
@@ -10,17 +12,12 @@ namespace {
 
 using avx512_simd::tail_mask;
 
-// Products in float, sums in double lanes (ggml sums rms_norm in ggml_float = double).
+// ggml's rms_norm: float products summed in double, strictly in order (GCC does not reorder
+// the scalar loop), so the sum has the peer's bits.
 double sum_sq(const float* x, int64_t n) {
-    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
-        const __m512 sq = _mm512_mul_ps(v, v);
-        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1));
-        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
-        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(hi));
-    }
-    return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i] * x[i]);
+    return s;
 }
 
 void scale_mul(const float* x, float s, const float* g, float* y, int64_t n) {
@@ -32,15 +29,18 @@ void scale_mul(const float* x, float s, const float* g, float* y, int64_t n) {
     }
 }
 
+// ggml_vec_swiglu_f32: ggml_v_silu(x) = x / (1 + ggml_v_expf(-x)) per 16 lanes, the tail in
+// scalar code with expf (ggml_silu_f32).
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.f);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = tail_mask(n - i);
-        const __m512 x = _mm512_maskz_loadu_ps(m, gate + i);
-        const __m512 e = avx512_simd::exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    int64_t i = 0;
+    for (; i + 15 < n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(gate + i);
+        const __m512 e = avx512_simd::ggml_expf(_mm512_sub_ps(_mm512_setzero_ps(), x));
         const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(one, e));
-        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
     }
+    for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void add(float* y, const float* x, int64_t n) {

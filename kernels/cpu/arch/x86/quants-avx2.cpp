@@ -608,17 +608,7 @@ void dequant_q8_0(const void* src, float* y, int64_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Activation quantization (byte-identical to the generic reference code)
-
-// std::roundf: round half away from zero.
-inline __m256 round_away(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
-    const __m256 ge = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.f), _mm256_and_ps(v, sign));
-    return _mm256_add_ps(t, _mm256_and_ps(ge, one));
-}
+// Activation quantization (byte-identical to the generic code)
 
 template <bool q8_1>
 void quant_q8(const float* x, void* dst, int64_t n) {
@@ -636,11 +626,15 @@ void quant_q8(const float* x, void* dst, int64_t n) {
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
+        // ggml's AVX quantize_row_q8_0/q8_1: id = 127 / amax, round half to even.
+        const float d = amax / 127.f;
+        const float id = amax != 0.f ? 127.f / amax : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
-        for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
+        for (int k = 0; k < 4; ++k) {
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], vid),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
         const uint16_t dh = static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
         std::memcpy(y, &dh, 2);
         // Pack 32 s32 -> 32 s8 (values are within [-127, 127]), fixing the lane interleave.

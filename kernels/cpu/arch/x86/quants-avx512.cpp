@@ -851,17 +851,7 @@ void dequant_q6_k(const void* src, float* y, int64_t n) {
 void dequant_f16(const void* src, float* y, int64_t n);
 
 // ---------------------------------------------------------------------------------------------
-// Activation quantization (byte-identical to the generic reference code)
-
-// std::roundf: round half away from zero.
-inline __m512 round_away(__m512 v) {
-    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 frac = _mm512_sub_ps(v, t);
-    const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(frac), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_or_ps(
-        _mm512_set1_ps(1.f), _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
-    return _mm512_mask_add_ps(t, m, t, one);
-}
+// Activation quantization (byte-identical to the generic code)
 
 template <bool q8_1>
 void quant_q8(const float* x, void* dst, int64_t n) {
@@ -871,11 +861,14 @@ void quant_q8(const float* x, void* dst, int64_t n) {
         const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
         const float amax =
             _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
+        // As ggml's AVX quantize_row_q8_0/q8_1 (what the peer runs): id = 127 / amax, not
+        // 1 / d, and round half to even (_mm256_round_ps(_MM_ROUND_NEAREST)).
+        const float d = amax / 127.f;
+        const float id = amax != 0.f ? 127.f / amax : 0.0f;
         const __m512 vid = _mm512_set1_ps(id);
-        const __m512i q0 = _mm512_cvtps_epi32(round_away(_mm512_mul_ps(x0, vid)));
-        const __m512i q1 = _mm512_cvtps_epi32(round_away(_mm512_mul_ps(x1, vid)));
+        constexpr int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x0, vid), rne));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(x1, vid), rne));
         const uint16_t dh = static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
         std::memcpy(y, &dh, 2);
         uint8_t* qs = y + (q8_1 ? 4 : 2);
@@ -974,16 +967,23 @@ void quant_f16(const float* x, void* dst, int64_t n) {
 }
 }  // namespace
 
+// q4_1 and q8_0 run the ggml-exact kernels of qgemm-avx512.cpp (one activation row).
+template <dtype T>
+void vec_dot_rows_exact(int64_t n, const void* w, size_t stride, int64_t nrows, const void* a,
+                        float* out) {
+    find_vec_dot_tile(T)(n, w, stride, nrows, a, 0, 1, out, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lookup
 
 vec_dot_rows_fn find_vec_dot_rows(dtype t) {
     switch (t) {
         case dtype::q4_0: return vec_dot_rows_nib<k_q4_0, false, 8, sizeof(block_q4_0)>;
-        case dtype::q4_1: return vec_dot_rows_nib<k_q4_1, true, 0, sizeof(block_q4_1)>;
+        case dtype::q4_1: return vec_dot_rows_exact<dtype::q4_1>;
         case dtype::q5_0: return vec_dot_rows_nib<k_q5_0, false, 16, sizeof(block_q5_0)>;
         case dtype::q5_1: return vec_dot_rows_nib<k_q5_1, true, 0, sizeof(block_q5_1)>;
-        case dtype::q8_0: return vec_dot_rows_q8_0;
+        case dtype::q8_0: return vec_dot_rows_exact<dtype::q8_0>;
         case dtype::q4_k: return vec_dot_rows_kq<kq_q4_k>;
         case dtype::q5_k: return vec_dot_rows_kq<kq_q5_k>;
         case dtype::q6_k: return vec_dot_rows_kq<kq_q6_k>;
