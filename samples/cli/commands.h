@@ -17,6 +17,10 @@ extern const char* const k_version;
 int run_generate(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
+int run_blend(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
+int run_ingest(const std::vector<std::string>& args);
+int run_search(const std::vector<std::string>& args);
 
 // --model M, defaulting to default_model_path().
 flag_spec model_flag();

@@ -28,11 +28,11 @@ const command_entry k_commands[] = {
     {"generate", "generate text from a prompt (plain or chat)", cacheblend::cli::run_generate},
     {"tokenize", "print the token ids of a text", cacheblend::cli::run_tokenize},
     {"bench", "measure prefill or decode throughput", cacheblend::cli::run_bench},
-    {"blend", "answer from document chunks with blended KV caches", nullptr},
-    {"ingest", "chunk, embed and precompute KV for documents", nullptr},
-    {"search", "retrieve chunks for a query", nullptr},
+    {"blend", "answer from document chunks with blended KV caches", cacheblend::cli::run_blend},
+    {"ingest", "chunk, embed and precompute KV for documents", cacheblend::cli::run_ingest},
+    {"search", "retrieve chunks for a query", cacheblend::cli::run_search},
     {"ask", "retrieve and answer with blended KV caches", nullptr},
-    {"eval", "compare modes on a QA dataset", nullptr},
+    {"eval", "compare modes on a QA dataset", cacheblend::cli::run_eval},
 };
 
 std::string top_help() {

@@ -11,6 +11,8 @@ llama.cpp: llama-cpp-python from scripts/peer/setup-llama-cpp.sh (runs under its
            context per run; decode: greedy tokens after a 16-token prompt. One warm-up run, then the
            median of --runs runs. Ours runs first, so llama.cpp's OpenMP threads cannot disturb it.
 Targets (DESIGN.md §10): prefill >= 1.0x llama.cpp, decode >= 0.9x. --check exits 1 when one is missed.
+The CPU time other processes take during each half is measured and reported: on a busy machine
+(a share above 5%) the numbers are flagged as not trustworthy.
 """
 import argparse
 import ctypes
@@ -138,6 +140,31 @@ class Peer:
             llama_cpp.llama_free(ctx)
 
 
+class ForeignLoad:
+    """Share of the machine's CPU time used by other processes while a block runs: a busy machine
+    makes any timing here meaningless (2 cores, OpenMP and spin-waiting pools)."""
+
+    def __enter__(self):
+        self.t0, self.busy0, self.own0 = time.perf_counter(), self._busy(), self._own()
+        return self
+
+    def __exit__(self, *exc):
+        wall = time.perf_counter() - self.t0
+        other = (self._busy() - self.busy0) - (self._own() - self.own0)
+        self.share = max(0.0, other) / max(wall * (os.cpu_count() or 1), 1e-9)
+
+    @staticmethod
+    def _busy():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+
+    @staticmethod
+    def _own():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+
 def median_rate(fn, tokens, runs):
     fn()  # warm-up
     return tokens / statistics.median(fn() for _ in range(runs))
@@ -184,12 +211,20 @@ def main():
     args = ap.parse_args()
     model = args.model or default_model()
 
-    ours = {}
+    ours, load = {}, {}
     if not args.peer_only:
         if not os.access(args.cli, os.X_OK):
             sys.exit(f"bench-vs-llama-cpp: error: {args.cli} not built (scripts/build.sh), or use --peer-only")
-        ours = run_ours(args.cli, model, args.threads)
-    peer = run_peer(model, args.threads, args.runs)
+        with ForeignLoad() as fl:
+            ours = run_ours(args.cli, model, args.threads)
+        load["ours"] = fl.share
+    with ForeignLoad() as fl:
+        peer = run_peer(model, args.threads, args.runs)
+    load["llama_cpp"] = fl.share
+    busy = {k: v for k, v in load.items() if v > 0.05}
+    if busy:
+        log("WARNING: other processes used " + ", ".join(f"{v:.0%} of the CPU during the {k} half"
+            for k, v in busy.items()) + "; these numbers are not trustworthy")
 
     rows = []
     for (kind, n), peer_rate in peer.items():
@@ -202,6 +237,7 @@ def main():
                      "pass": (ratio >= TARGETS[kind]) if ratio else None})
     info = peer_info()
     report = {"model": {"file": os.path.basename(model)}, "threads": args.threads, "runs": args.runs,
+              "foreign_cpu_share": {k: round(v, 3) for k, v in load.items()},
               "peer": dict(info, flash_attn=True, n_batch=2048, n_ubatch=512), "results": rows}
 
     if args.json:
@@ -219,6 +255,8 @@ def main():
             print(f"{r['test']:<8}{r['llama_cpp_tokens_per_s']:>15.1f}{ours_s:>12}{ratio_s:>9}"
                   f"{'>= %.1fx' % r['target']:>9}  {res}")
         print("(tg: greedy tokens after a 16-token prompt)")
+        print("other processes' CPU share: " + ", ".join(f"{k} half {v:.0%}" for k, v in load.items())
+              + ("  <- BUSY MACHINE, numbers not trustworthy" if busy else ""))
     if args.check and any(r["pass"] is False for r in rows):
         sys.exit(1)
 

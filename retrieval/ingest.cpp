@@ -1,0 +1,541 @@
+#include "retrieval/ingest.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <unordered_set>
+
+#include "core/chunk-hash.h"
+#include "core/error.h"
+#include "core/file-io.h"
+#include "core/kv-store.h"
+
+namespace cacheblend {
+
+std::string corpus_catalog_path(const std::string& dir) { return dir + "/catalog.db"; }
+std::string corpus_index_path(const std::string& dir) { return dir + "/vectors.faiss"; }
+
+namespace {
+
+// JSON string literal; invalid UTF-8 (odd file names) becomes U+FFFD so the JSON stays valid.
+void json_str(std::string_view s, std::string& out) {
+    out += '"';
+    while (!s.empty()) {
+        const size_t bad = find_invalid_utf8(s);
+        const std::string_view ok = s.substr(0, bad);
+        for (char c : ok) {
+            const unsigned char u = static_cast<unsigned char>(c);
+            if (c == '"' || c == '\\') {
+                out += '\\';
+                out += c;
+            } else if (u < 0x20) {
+                out += fmt("\\u%04x", u);
+            } else {
+                out += c;
+            }
+        }
+        if (bad == std::string_view::npos) break;
+        out += "\xEF\xBF\xBD";
+        s.remove_prefix(bad + 1);
+    }
+    out += '"';
+}
+
+const char* kind_name(doc_kind k) {
+    switch (k) {
+        case doc_kind::text: return "text";
+        case doc_kind::markdown: return "markdown";
+        case doc_kind::html: return "html";
+    }
+    return "text";
+}
+
+std::string sha256_hex(std::string_view data) {
+    chunk_key k;
+    sha256(data.data(), data.size(), k.bytes);
+    return k.hex();
+}
+
+bool parse_key_hex(const std::string& hex, chunk_key* out) {
+    if (hex.size() != 64) return false;
+    for (size_t i = 0; i < 32; ++i) {
+        unsigned v = 0;
+        for (size_t j = 0; j < 2; ++j) {
+            const char c = hex[2 * i + j];
+            v <<= 4;
+            if (c >= '0' && c <= '9') {
+                v |= static_cast<unsigned>(c - '0');
+            } else if (c >= 'a' && c <= 'f') {
+                v |= static_cast<unsigned>(c - 'a' + 10);
+            } else {
+                return false;
+            }
+        }
+        out->bytes[i] = static_cast<uint8_t>(v);
+    }
+    return true;
+}
+
+// Reads a whole regular file; returns an error reason instead of throwing (skipped files).
+bool read_file(const std::string& path, int64_t limit, std::string* data, struct stat* st,
+               std::string* why) {
+    // O_NONBLOCK: a FIFO named *.txt must not hang the run (it is then skipped as no file).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        *why = "cannot open: " + errno_name(errno);
+        return false;
+    }
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }
+    } c{fd};
+    if (::fstat(fd, st) != 0) {
+        *why = "cannot stat: " + errno_name(errno);
+        return false;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        *why = "not a regular file";
+        return false;
+    }
+    if (st->st_size > limit) {
+        *why = fmt("too large: %lld bytes (limit %lld)", static_cast<long long>(st->st_size),
+                   static_cast<long long>(limit));
+        return false;
+    }
+    data->resize(static_cast<size_t>(st->st_size));
+    size_t got = 0;
+    while (got < data->size()) {
+        const ssize_t n = ::pread(fd, &(*data)[got], data->size() - got, static_cast<off_t>(got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            *why = "read failed: " + errno_name(errno);
+            return false;
+        }
+        if (n == 0) break;  // shrank meanwhile
+        got += static_cast<size_t>(n);
+    }
+    data->resize(got);
+    return true;
+}
+
+std::string absolute(const std::string& path) {
+    char buf[PATH_MAX];
+    if (::realpath(path.c_str(), buf)) return buf;
+    if (!path.empty() && path[0] == '/') return path;
+    if (::getcwd(buf, sizeof(buf))) return std::string(buf) + "/" + path;
+    return path;
+}
+
+struct walk_state {
+    std::vector<std::string> files;
+    std::vector<std::pair<std::string, std::string>> errors;
+};
+
+// Sorted recursive listing; hidden names skipped, symlinked folders not followed (no loops).
+void walk(const std::string& dir, walk_state& w, int depth) {
+    if (depth > 64) {
+        w.errors.emplace_back(dir, "folder nesting deeper than 64");
+        return;
+    }
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) {
+        w.errors.emplace_back(dir, "cannot open folder: " + errno_name(errno));
+        return;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        names.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+        const std::string p = dir + "/" + n;
+        struct stat st {};
+        if (::lstat(p.c_str(), &st) != 0) {
+            w.errors.emplace_back(p, "cannot stat: " + errno_name(errno));
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            walk(p, w, depth + 1);
+        } else {
+            w.files.push_back(p);  // special files get a reason when read
+        }
+    }
+}
+
+void report_progress(const ingest_params& p, const char* phase, int64_t done, int64_t total,
+                     const std::string& current) {
+    if (!p.progress) return;
+    ingest_progress pr;
+    pr.phase = phase;
+    pr.done = done;
+    pr.total = total;
+    pr.current = current;
+    if (!p.progress(pr)) throw error(status::aborted, "ingest: stopped by the progress callback");
+}
+
+}  // namespace
+
+struct corpus::doc_input {
+    std::string uri;
+    std::string source;  // bytes
+    doc_kind kind = doc_kind::text;
+    std::string metadata;
+    int64_t mtime_ns = 0;
+};
+
+corpus::~corpus() {
+    try {
+        std::lock_guard<std::mutex> lock(write_mu_);
+        save_index_locked();
+    } catch (...) {  // a destructor must not throw; the index is rebuilt on the next open
+    }
+}
+
+std::unique_ptr<corpus> corpus::open(const std::string& dir, corpus_params p) {
+    if (!p.encode) throw error(status::invalid_arg, "corpus: a tokenizer (encode) is required");
+    if (dir.empty()) throw error(status::invalid_arg, "corpus: empty data directory");
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        throw error(status::io_write, "corpus: cannot create " + dir + ": " + errno_name(errno));
+    }
+    std::unique_ptr<corpus> c(new corpus());
+    c->dir_ = dir;
+    c->p_ = std::move(p);
+    c->cat_ = catalog::open(corpus_catalog_path(dir));
+    c->index_path_ = corpus_index_path(dir);
+    if (c->p_.emb) {
+        const std::string id = c->p_.emb->id();
+        const std::string dim = std::to_string(c->p_.emb->dim());
+        const auto old_id = c->cat_->get_meta("embedder_id");
+        const auto old_dim = c->cat_->get_meta("embed_dim");
+        if ((old_id && *old_id != id) || (old_dim && *old_dim != dim)) {
+            // Vectors of another model are meaningless here: drop them; ingest re-embeds.
+            c->cat_->clear_embeddings();
+        }
+        c->cat_->set_meta("embedder_id", id);
+        c->cat_->set_meta("embed_dim", dim);
+        c->index_ = open_vector_index(c->index_path_, *c->cat_, c->p_.emb->dim(), c->p_.index);
+    }
+    return c;
+}
+
+std::string corpus::chunker_id(const chunker_params& c) const {
+    return fmt("max_tokens=%d;para_share=%.3f;", c.max_tokens, c.paragraph_min_share) +
+           "tokenizer=" + p_.tokenizer_id;
+}
+
+bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_report& r) {
+    const std::string hash = sha256_hex(in.source);
+    const std::string chunker = chunker_id(p.chunking);
+    const std::optional<document_info> old = cat_->find_document(in.uri);
+    if (old && old->content_hash == hash && old->chunker == chunker &&
+        old->collection == p.collection) {
+        ++r.unchanged;
+        return false;
+    }
+    const extracted_text ex = extract_text(in.source, in.kind);  // throws invalid_arg
+    const std::vector<text_chunk> chunks = chunk_text(ex.text, p_.encode, p.chunking);
+    if (chunks.empty()) {
+        throw error(status::invalid_arg, "empty document (no text)");
+    }
+    std::vector<new_chunk> rows(chunks.size());
+    std::vector<std::string> texts(chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+        const text_chunk& c = chunks[i];
+        rows[i].text = ex.text.substr(c.begin, c.end - c.begin);
+        rows[i].start = ex.source_begin(c.begin);
+        rows[i].end = ex.source_end(c.end);
+        rows[i].tokens = c.tokens;
+        texts[i] = rows[i].text;
+    }
+    if (p_.emb) {
+        std::vector<float> v;
+        p_.emb->embed(texts, v);
+        const size_t dim = static_cast<size_t>(p_.emb->dim());
+        if (v.size() != dim * rows.size()) {
+            throw error(status::internal, "ingest: embedder returned the wrong number of floats");
+        }
+        for (size_t i = 0; i < rows.size(); ++i) {
+            rows[i].embedding.assign(v.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                                     v.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+        }
+    }
+    document_info d;
+    d.uri = in.uri;
+    d.content_hash = hash;
+    d.mtime_ns = in.mtime_ns;
+    d.size = static_cast<int64_t>(in.source.size());
+    d.collection = p.collection;
+    d.metadata = in.metadata;
+    d.chunker = chunker;
+    const replace_result res = cat_->replace_document(d, rows);
+    if (index_) {
+        index_->remove(res.removed);
+        if (p_.emb) {
+            std::vector<float> flat;
+            for (const new_chunk& c : rows) flat.insert(flat.end(), c.embedding.begin(),
+                                                        c.embedding.end());
+            index_->add(res.added, flat.data());
+        }
+        index_dirty_ = true;
+    }
+    (old ? r.updated : r.added)++;
+    r.chunks_added += static_cast<int64_t>(res.added.size());
+    r.chunks_removed += static_cast<int64_t>(res.removed.size());
+    if (p.after_commit) p.after_commit(in.uri);
+    return true;
+}
+
+ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const ingest_params& p) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    ingest_report r;
+    if (!p_.emb) r.notices.push_back("no embedder: chunks are stored for BM25 only");
+    walk_state w;
+    std::vector<std::string> dirs;
+    for (const std::string& path : paths) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) {
+            w.errors.emplace_back(path, "cannot access: " + errno_name(errno));
+            continue;
+        }
+        const std::string abs = absolute(path);
+        if (S_ISDIR(st.st_mode)) {
+            dirs.push_back(abs);
+            walk(abs, w, 0);
+        } else {
+            w.files.push_back(abs);
+        }
+    }
+    report_progress(p, "scan", 1, 1, "");
+    std::set<std::string> seen;
+    const int64_t total = static_cast<int64_t>(w.files.size());
+    for (int64_t i = 0; i < total; ++i) {
+        const std::string& f = w.files[static_cast<size_t>(i)];
+        report_progress(p, "ingest", i, total, f);
+        doc_input in;
+        if (!doc_kind_from_path(f, &in.kind)) {
+            r.skipped_files.emplace_back(f, "unsupported file type (want .txt, .md or .html)");
+            continue;
+        }
+        ++r.files_seen;
+        in.uri = absolute(f);
+        seen.insert(in.uri);
+        struct stat st {};
+        std::string why;
+        if (!read_file(f, p.max_document_bytes, &in.source, &st, &why)) {
+            r.skipped_files.emplace_back(f, why);
+            continue;
+        }
+        in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        in.metadata = "{\"path\":";
+        json_str(f, in.metadata);
+        in.metadata += ",\"kind\":\"" + std::string(kind_name(in.kind)) + "\"}";
+        try {
+            ingest_one(in, p, r);
+        } catch (const error& e) {
+            if (e.code() != status::invalid_arg) throw;
+            r.skipped_files.emplace_back(f, e.what());
+            // A document that no longer yields text leaves the catalog with its old version.
+            if (std::string(e.what()).rfind("empty document", 0) == 0 && remove_locked(in.uri)) {
+                ++r.removed;
+            }
+        }
+    }
+    report_progress(p, "ingest", total, total, "");
+    for (const auto& e : w.errors) r.skipped_files.push_back(e);
+    if (p.prune_missing) {
+        for (const std::string& d : dirs) {
+            for (const document_info& doc : cat_->list_documents(d + "/")) {
+                if (seen.count(doc.uri)) continue;
+                struct stat st {};
+                if (::stat(doc.uri.c_str(), &st) == 0) continue;  // still there (e.g. hidden)
+                if (remove_locked(doc.uri)) ++r.removed;
+            }
+        }
+    }
+    r.skipped = static_cast<int64_t>(r.skipped_files.size());
+    finish_locked(p, r);
+    return r;
+}
+
+bool corpus::ingest_text(const std::string& uri, std::string_view text, doc_kind kind,
+                         const std::string& metadata_json, const ingest_params& p,
+                         ingest_report* report) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    ingest_report local;
+    ingest_report& r = report ? *report : local;
+    doc_input in;
+    in.uri = uri;
+    in.source.assign(text);
+    in.kind = kind;
+    in.metadata = metadata_json.empty() ? "{}" : metadata_json;
+    if (static_cast<int64_t>(in.source.size()) > p.max_document_bytes) {
+        throw error(status::invalid_arg, fmt("ingest: %s is too large: %zu bytes (limit %lld)",
+                                             uri.c_str(), in.source.size(),
+                                             static_cast<long long>(p.max_document_bytes)));
+    }
+    const bool changed = ingest_one(in, p, r);
+    finish_locked(p, r);
+    return changed;
+}
+
+bool corpus::remove(const std::string& uri) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    const bool removed = remove_locked(uri);
+    delete_pending_kv(nullptr);
+    save_index_locked();
+    return removed;
+}
+
+bool corpus::remove_locked(const std::string& uri) {
+    const std::vector<int64_t> ids = cat_->remove_document(uri);  // a document has >= 1 chunk
+    if (index_ && !ids.empty()) {
+        index_->remove(ids);
+        index_dirty_ = true;
+    }
+    return !ids.empty();
+}
+
+void corpus::finish_locked(const ingest_params& p, ingest_report& r) {
+    if (p_.emb) embed_missing(p, r);
+    if (p.precompute_kv) precompute_missing(p, r);
+    delete_pending_kv(&r);
+    if (index_ && index_->wants_rebuild()) {
+        report_progress(p, "index", 0, 1, "");
+        index_ = build_vector_index(*cat_, p_.emb->dim(), p_.index);
+        index_dirty_ = true;
+        r.notices.push_back("vector index rebuilt (too many removed vectors)");
+    }
+    save_index_locked();
+}
+
+void corpus::embed_missing(const ingest_params& p, ingest_report& r) {
+    const size_t dim = static_cast<size_t>(p_.emb->dim());
+    for (;;) {
+        const std::vector<int64_t> ids = cat_->chunk_ids_without_embedding(64);
+        if (ids.empty()) break;
+        const std::vector<chunk_info> rows = cat_->get_chunks(ids);
+        std::vector<std::string> texts;
+        std::vector<int64_t> got;
+        for (const chunk_info& c : rows) {
+            texts.push_back(c.text);
+            got.push_back(c.id);
+        }
+        std::vector<float> v;
+        p_.emb->embed(texts, v);
+        if (v.size() != dim * got.size()) {
+            throw error(status::internal, "ingest: embedder returned the wrong number of floats");
+        }
+        cat_->set_embeddings(got, v);
+        index_->add(got, v.data());
+        index_dirty_ = true;
+        r.embedded += static_cast<int64_t>(got.size());
+        report_progress(p, "embed", r.embedded, r.embedded, "");
+    }
+}
+
+void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
+    int64_t last = 0;
+    for (;;) {
+        std::vector<int64_t> ids = cat_->chunk_ids_without_kv(256);
+        // Ids at or below `last` failed to get a key (callback returned ""): do not loop on them.
+        ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return id <= last; }),
+                  ids.end());
+        if (ids.empty()) break;
+        for (const chunk_info& c : cat_->get_chunks(ids)) {
+            report_progress(p, "kv", r.kv_computed, r.kv_computed + 1, c.uri);
+            const std::string key = p.precompute_kv(c);
+            if (!key.empty()) cat_->set_kv_key(c.id, key);
+            ++r.kv_computed;
+            last = std::max(last, c.id);
+        }
+    }
+}
+
+void corpus::delete_pending_kv(ingest_report* r) {
+    for (const std::string& key : cat_->pending_kv_deletes()) {
+        // Order matters for crashes: the file goes first, then the queue entry.
+        if (cat_->kv_refcount(key) == 0 && p_.kv) {
+            chunk_key k;
+            if (parse_key_hex(key, &k) && p_.kv->remove(k) && r) ++r->kv_deleted;
+        }
+        if (p_.kv || cat_->kv_refcount(key) > 0) cat_->drop_pending_kv_delete(key);
+    }
+}
+
+void corpus::save_index_locked() {
+    if (!index_ || !index_dirty_) return;
+    index_->save(index_path_, cat_->vector_version());
+    index_dirty_ = false;
+}
+
+void corpus::flush() {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    delete_pending_kv(nullptr);
+    save_index_locked();
+}
+
+search_result corpus::search(const std::string& query, const search_params& p) const {
+    retriever rt(*cat_, p_.emb.get(), index_.get());
+    return rt.search(query, p);
+}
+
+consistency_report corpus::check() {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    consistency_report c;
+    c.documents = cat_->count_documents();
+    c.chunks = cat_->count_chunks();
+    const std::vector<int64_t> embedded = cat_->embedded_chunk_ids();
+    if (index_) {
+        const std::vector<int64_t> in_index = index_->ids();
+        c.vectors = static_cast<int64_t>(in_index.size());
+        std::vector<int64_t> missing, extra;
+        std::set_difference(embedded.begin(), embedded.end(), in_index.begin(), in_index.end(),
+                            std::back_inserter(missing));
+        std::set_difference(in_index.begin(), in_index.end(), embedded.begin(), embedded.end(),
+                            std::back_inserter(extra));
+        if (!missing.empty()) {
+            c.problems.push_back(fmt("%zu embedded chunks missing from the index", missing.size()));
+        }
+        if (!extra.empty()) {
+            c.problems.push_back(fmt("%zu index vectors without a chunk", extra.size()));
+        }
+        if (p_.emb && static_cast<int64_t>(embedded.size()) != c.chunks) {
+            c.problems.push_back(fmt("%lld chunks without an embedding",
+                                     static_cast<long long>(c.chunks) -
+                                         static_cast<long long>(embedded.size())));
+        }
+    }
+    std::unordered_set<std::string> keys;
+    for (const auto& [id, key] : cat_->chunk_kv_keys()) {
+        if (key.empty()) continue;
+        keys.insert(key);
+    }
+    c.kv_keys = static_cast<int64_t>(keys.size());
+    if (p_.kv) {
+        for (const std::string& key : keys) {
+            chunk_key k;
+            if (!parse_key_hex(key, &k)) {
+                c.problems.push_back("malformed KV key " + key);
+            } else if (!p_.kv->contains(k)) {
+                c.problems.push_back("KV file missing for key " + key);
+            }
+        }
+    }
+    const std::vector<std::string> pending = cat_->pending_kv_deletes();
+    if (!pending.empty()) {
+        c.problems.push_back(fmt("%zu KV deletes pending", pending.size()));
+    }
+    return c;
+}
+
+}  // namespace cacheblend

@@ -1,0 +1,272 @@
+// Smoke tests of `cacheblend blend` and `cacheblend eval` (DESIGN §8): the fixed JSON fields, a
+// cold store that is warm on the next run, clean errors, and eval on a tiny dataset this test
+// writes itself (musique schema, with ctxs/answers as Python-literal strings and as JSON lists).
+// Runs <build>/bin/cacheblend; every run uses its own temporary KV store.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "util/json.h"
+#include "util/test-util.h"
+
+namespace {
+
+using cbltest::json;
+
+std::string cli_path() {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return "";
+    std::string dir(buf, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));  // <build>/tests
+    return dir.substr(0, dir.rfind('/')) + "/bin/cacheblend";
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream o(path, std::ios::binary | std::ios::trunc);
+    o << text;
+}
+
+struct run_result {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+class CliBlend : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!cbltest::file_exists(cli_path())) GTEST_SKIP() << "CLI not built: " << cli_path();
+        CBL_REQUIRE_DEFAULT_MODEL(path);
+        model_ = path;
+        char tmpl[] = "/tmp/cbl-cli-blend-XXXXXX";
+        const char* d = ::mkdtemp(tmpl);
+        ASSERT_NE(d, nullptr);
+        dir_ = d;
+        write_file(dir_ + "/a.txt",
+                   "The Amazon river flows through Brazil, Peru and Colombia. It carries more "
+                   "water than any other river on Earth.\n");
+        write_file(dir_ + "/b.txt",
+                   "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, Uhuru, "
+                   "rises 5,895 metres above sea level and was first climbed in 1889.\n");
+    }
+    void TearDown() override {
+        if (!dir_.empty() && std::system(("rm -rf " + shell_quote(dir_)).c_str()) != 0) {
+            std::fprintf(stderr, "cleanup of %s failed\n", dir_.c_str());
+        }
+    }
+
+    run_result run(std::vector<std::string> args) const {
+        // One thread: ctest runs tests side by side, and the prompts here are tiny.
+        args.insert(args.begin() + 1, {"--model", model_, "--threads", "1"});
+        const std::string err_file = dir_ + "/stderr";
+        std::string cmd = shell_quote(cli_path());
+        for (const std::string& a : args) cmd += " " + shell_quote(a);
+        cmd += " 2>" + shell_quote(err_file);
+        run_result r;
+        FILE* p = ::popen(cmd.c_str(), "r");
+        if (!p) return r;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+        const int st = ::pclose(p);
+        if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+        r.err = read_all(err_file);
+        return r;
+    }
+
+    std::vector<std::string> blend_args(const std::string& mode, const std::string& store) const {
+        return {"blend",        "--chunk", dir_ + "/a.txt", "--chunk",   dir_ + "/b.txt",
+                "--question",   "In which country is Kilimanjaro?", "--mode", mode,
+                "--store",      store,     "--max-tokens",  "8",         "--json"};
+    }
+
+    // Runs blend --json and checks every DESIGN §8 field; returns the stats object.
+    json blend_json(const std::vector<std::string>& args) const {
+        const run_result r = run(args);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        json j;
+        try {
+            j = json::parse(r.out);
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << e.what() << "\n" << r.out << "\n" << r.err;
+            return json();
+        }
+        for (const char* f : {"text", "tokens", "top_logprobs", "stats"}) {
+            EXPECT_TRUE(j.has(f)) << "missing " << f << ": " << r.out;
+        }
+        if (!j.has("stats") || !j.has("top_logprobs")) return json();
+        EXPECT_EQ(j["text"].kind, json::string);
+        EXPECT_EQ(j["tokens"].kind, json::array);
+        EXPECT_EQ(j["top_logprobs"].size(), 5u);
+        for (const json& t : j["top_logprobs"].arr) {
+            EXPECT_TRUE(t.has("id") && t.has("text") && t.has("logprob")) << r.out;
+        }
+        const json& s = j["stats"];
+        EXPECT_EQ(s["mode"].kind, json::string);
+        for (const char* f : {"ratio", "ttft_ms", "load_ms", "select_ms", "compute_ms",
+                              "tokens_total", "tokens_reused", "tokens_recomputed",
+                              "tokens_missed", "bytes_loaded", "decode_tokens_per_s"}) {
+            EXPECT_TRUE(s.has(f) && s[f].kind == json::number) << "stats." << f << ": " << r.out;
+        }
+        return s;
+    }
+
+    std::string model_, dir_;
+};
+
+TEST_F(CliBlend, JsonFieldsAndWarmSecondRun) {
+    const std::string store = dir_ + "/kv";
+    const json full = blend_json(blend_args("full", store));
+    ASSERT_EQ(full.kind, json::object);
+    EXPECT_EQ(full["mode"].str, "full");
+    EXPECT_EQ(full["tokens_reused"].num, 0);
+    EXPECT_GT(full["ttft_ms"].num, 0);
+    EXPECT_EQ(full["tokens_recomputed"].num, full["tokens_total"].num);
+
+    // The first run stored both chunks: the second one reuses them.
+    const json blend = blend_json(blend_args("blend", store));
+    ASSERT_EQ(blend.kind, json::object);
+    EXPECT_EQ(blend["mode"].str, "blend");
+    EXPECT_GT(blend["tokens_reused"].num, 0);
+    EXPECT_EQ(blend["tokens_missed"].num, 0);
+    EXPECT_GT(blend["bytes_loaded"].num, 0);
+    EXPECT_LT(blend["tokens_recomputed"].num, blend["tokens_total"].num);
+    EXPECT_EQ(blend["tokens_total"].num, full["tokens_total"].num);
+    EXPECT_NEAR(blend["ratio"].num, 0.15, 1e-6);
+}
+
+TEST_F(CliBlend, ColdStoreMissesInsideTheRequestUnlessWarm) {
+    // Default: a cold store's chunks are computed inside the timed request (honest TTFT).
+    const json cold = blend_json(blend_args("blend", dir_ + "/kv-cold"));
+    ASSERT_EQ(cold.kind, json::object);
+    EXPECT_EQ(cold["tokens_reused"].num, 0);
+    EXPECT_GT(cold["tokens_missed"].num, 0);
+    // --warm precomputes first, so even the first request reuses every chunk.
+    std::vector<std::string> args = blend_args("reuse", dir_ + "/kv-warm");
+    args.push_back("--warm");
+    const json warm = blend_json(args);
+    ASSERT_EQ(warm.kind, json::object);
+    EXPECT_EQ(warm["tokens_missed"].num, 0);
+    EXPECT_GT(warm["tokens_reused"].num, 0);
+}
+
+TEST_F(CliBlend, Errors) {
+    const auto one_error_line = [](const run_result& r, int code, const std::string& needle) {
+        EXPECT_EQ(r.exit_code, code) << r.err;
+        EXPECT_EQ(r.err.rfind("cacheblend: error: ", 0), 0u) << r.err;
+        EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    };
+    one_error_line(run({"blend", "--question", "q"}), 2, "--chunk");
+    one_error_line(run({"blend", "--chunk", dir_ + "/a.txt"}), 2, "--question");
+    std::vector<std::string> bad = blend_args("sideways", dir_ + "/kv");
+    one_error_line(run(bad), 2, "--mode");
+    one_error_line(run({"blend", "--chunk", dir_ + "/none.txt", "--question", "q"}), 1,
+                   "none.txt");
+    // A prompt longer than the model's context is refused before any compute.
+    std::string huge;
+    for (int i = 0; i < 12000; ++i) huge += "river ";
+    write_file(dir_ + "/huge.txt", huge);
+    one_error_line(run({"blend", "--chunk", dir_ + "/huge.txt", "--question", "q", "--store",
+                        dir_ + "/kv"}),
+                   1, "context");
+    one_error_line(run({"eval", "--limit", "1"}), 2, "--dataset");
+    one_error_line(run({"eval", "--dataset", dir_ + "/none.json"}), 1, "none.json");
+    write_file(dir_ + "/bad.json",
+               "[{\"ctxs\": \"[{'title': '', 'text': 'ok'}]\", \"question\": \"q\", "
+               "\"answers\": \"['a']\"},\n {\"ctxs\": \"[{'title': '', 'text': 'unterminated\", "
+               "\"question\": \"q\", \"answers\": \"['a']\"}]");
+    one_error_line(run({"eval", "--dataset", dir_ + "/bad.json"}), 1, "record 1");
+    write_file(dir_ + "/bad2.json", "[{\"ctxs\": [], \"question\": \"q\"}");
+    one_error_line(run({"eval", "--dataset", dir_ + "/bad2.json"}), 1, "JSON");
+    one_error_line(run({"eval", "--dataset", dir_ + "/bad.json", "--modes", "full,fast"}), 2,
+                   "fast");
+}
+
+TEST_F(CliBlend, EvalOnATinyDataset) {
+    // Record 0 holds ctxs and answers as Python-literal strings (escapes included), as
+    // CacheBlend's inputs do; record 1 uses plain JSON lists.
+    const std::string dataset = dir_ + "/tiny.json";
+    write_file(dataset,
+               "[\n"
+               " {\"ctxs\": \"[{'title': '', 'text': 'mount kilimanjaro is a dormant volcano in "
+               "tanzania.'}, {'title': '', 'text': \\\"the amazon river flows through brazil's "
+               "rainforest.\\\"}, {'title': '', 'text': 'it\\\\'s the \\\\\\\"roof\\\\\\\" of "
+               "africa.'}]\",\n"
+               "  \"question\": \"In which country is Kilimanjaro\",\n"
+               "  \"answers\": \"['Tanzania']\"},\n"
+               " {\"ctxs\": [{\"title\": \"\", \"text\": \"the danube flows into the black "
+               "sea.\"}, {\"title\": \"\", \"text\": \"paris is the capital of france.\"}],\n"
+               "  \"question\": \"What is the capital of France?\",\n"
+               "  \"answers\": [\"Paris\"]}\n"
+               "]\n");
+    const std::string out = dir_ + "/results.json";
+    const run_result r = run({"eval", "--dataset", dataset, "--modes", "full,reuse,blend",
+                              "--store", dir_ + "/kv", "--max-tokens", "8", "--json", "--out",
+                              out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json j;
+    ASSERT_NO_THROW(j = json::parse(r.out)) << r.out;
+    ASSERT_TRUE(j.has("modes")) << r.out;
+    EXPECT_EQ(j["records"].num, 2);
+    EXPECT_EQ(j["warm"]["chunks"].num, 5);
+    const json& modes = j["modes"];
+    for (const char* m : {"full", "reuse", "blend"}) {
+        ASSERT_TRUE(modes.has(m)) << m << ": " << r.out;
+        const json& s = modes[m];
+        for (const char* f : {"f1", "fidelity_f1", "first_token_agreement", "first_token_kl",
+                              "ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p95", "speedup_vs_full",
+                              "n"}) {
+            EXPECT_TRUE(s.has(f) && s[f].kind == json::number) << m << "." << f << ": " << r.out;
+        }
+        EXPECT_EQ(s["n"].num, 2) << m;
+        EXPECT_GE(s["f1"].num, 0.0);
+        EXPECT_LE(s["f1"].num, 1.0);
+        EXPECT_GT(s["ttft_ms_mean"].num, 0.0);
+        EXPECT_GE(s["first_token_kl"].num, 0.0);
+    }
+    EXPECT_EQ(modes["full"]["fidelity_f1"].num, 1.0);
+    EXPECT_EQ(modes["full"]["first_token_agreement"].num, 1.0);
+    EXPECT_EQ(modes["full"]["first_token_kl"].num, 0.0);
+    EXPECT_EQ(modes["full"]["speedup_vs_full"].num, 1.0);
+    EXPECT_GT(modes["reuse"]["tokens_reused_mean"].num, 0.0);
+    ASSERT_TRUE(modes["blend"].has("f1_diff_ci95"));
+    EXPECT_EQ(modes["blend"]["f1_diff_ci95"].size(), 2u);
+
+    // --out holds every record with every mode's answer.
+    json o;
+    ASSERT_NO_THROW(o = json::parse(read_all(out)));
+    ASSERT_EQ(o["results"].size(), 2u);
+    EXPECT_EQ(o["results"][0]["answers"][0].str, "Tanzania");
+    EXPECT_EQ(o["results"][1]["answers"][0].str, "Paris");
+    for (const char* m : {"full", "reuse", "blend"}) {
+        EXPECT_EQ(o["results"][0]["runs"][m]["text"].kind, json::string) << m;
+    }
+
+    // Human output: one line per mode, a sweep adds blend@ratio columns.
+    const run_result h = run({"eval", "--dataset", dataset, "--store", dir_ + "/kv",
+                              "--max-tokens", "4", "--ratios", "0.1,1", "--limit", "1"});
+    ASSERT_EQ(h.exit_code, 0) << h.err;
+    for (const char* m : {"full ", "reuse ", "blend@0.1 ", "blend@1 "}) {
+        EXPECT_NE(h.out.find(m), std::string::npos) << m << "\n" << h.out;
+    }
+}
+
+}  // namespace

@@ -1,0 +1,170 @@
+// Catalog: schema, replace/remove, FTS5 BM25 with hostile queries, filters, KV references.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+#include "retrieval/catalog.h"
+
+using namespace cacheblend;
+
+namespace {
+
+std::string temp_dir() {
+    char tmpl[] = "/tmp/cbl-cat-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    return d ? d : "/tmp";
+}
+
+new_chunk chunk(const std::string& text, const std::vector<float>& emb = {}) {
+    new_chunk c;
+    c.text = text;
+    c.end = static_cast<int64_t>(text.size());
+    c.tokens = {1, 2, 3};
+    c.embedding = emb;
+    return c;
+}
+
+document_info doc(const std::string& uri, const std::string& coll = "",
+                  const std::string& meta = "{}") {
+    document_info d;
+    d.uri = uri;
+    d.content_hash = "h-" + uri;
+    d.collection = coll;
+    d.metadata = meta;
+    return d;
+}
+
+}  // namespace
+
+TEST(Catalog, ReplaceRemoveAndSearch) {
+    const std::string dir = temp_dir();
+    auto cat = catalog::open(dir + "/c.db");
+    auto r1 = cat->replace_document(doc("a"), {chunk("the red fox jumps"), chunk("blue whales")});
+    auto r2 = cat->replace_document(doc("b", "zoo"), {chunk("a red panda eats bamboo")});
+    EXPECT_EQ(r1.added.size(), 2u);
+    EXPECT_EQ(cat->count_chunks(), 3);
+    auto hits = cat->search_bm25("red", 10);
+    ASSERT_EQ(hits.size(), 2u);
+    hits = cat->search_bm25("whales", 10);
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].chunk_id, r1.added[1]);
+    search_filter f;
+    f.collection = "zoo";
+    hits = cat->search_bm25("red", 10, f);
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].chunk_id, r2.added[0]);
+
+    // Replacing drops old chunks from FTS too; ids are never reused.
+    auto r3 = cat->replace_document(doc("a"), {chunk("green frogs")});
+    EXPECT_EQ(r3.removed, r1.added);
+    EXPECT_GT(r3.added[0], r2.added[0]);
+    EXPECT_TRUE(cat->search_bm25("whales", 10).empty());
+    EXPECT_EQ(cat->remove_document("a"), r3.added);
+    EXPECT_TRUE(cat->remove_document("a").empty());
+    EXPECT_EQ(cat->count_documents(), 1);
+    const auto rows = cat->get_chunks(r2.added);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].uri, "b");
+    EXPECT_EQ(rows[0].tokens, (std::vector<token_id>{1, 2, 3}));
+}
+
+TEST(Catalog, HostileStringsAreData) {
+    const std::string dir = temp_dir();
+    auto cat = catalog::open(dir + "/c.db");
+    const std::string evil = "x'); DROP TABLE chunks; --\"\n\x01 NEAR(a b) title:* ^";
+    cat->replace_document(doc(evil, evil, "{\"k\": \"v'\\\"; DROP\"}"), {chunk(evil + " apple")});
+    EXPECT_EQ(cat->count_chunks(), 1);
+    for (const char* q : {"\"", "'", "NEAR(", "title:x", "*", "a AND", ")(", "-", "^", ""}) {
+        EXPECT_NO_THROW(cat->search_bm25(q, 5)) << q;
+    }
+    EXPECT_EQ(cat->search_bm25(evil, 5).size(), 1u);
+    EXPECT_EQ(cat->find_document(evil)->collection, evil);
+    search_filter f;
+    f.metadata = {{"k", "v'\"; DROP"}};
+    EXPECT_EQ(cat->search_bm25("apple", 5, f).size(), 1u);
+    f.metadata = {{"k') OR 1=1 --", "x"}};
+    EXPECT_THROW(cat->search_bm25("apple", 5, f), error);
+    f.metadata.clear();
+    f.uri_prefix = "x'); DROP";
+    EXPECT_EQ(cat->search_bm25("apple", 5, f).size(), 1u);
+    f.uri_prefix = "x%";  // '%' is no wildcard
+    EXPECT_TRUE(cat->search_bm25("apple", 5, f).empty());
+    EXPECT_THROW(cat->replace_document(doc("m", "", "not json"), {chunk("z")}), error);
+    EXPECT_THROW(cat->replace_document(doc("m", "", "[1]"), {chunk("z")}), error);
+    EXPECT_FALSE(cat->find_document("m"));  // the failed replace left nothing behind
+}
+
+TEST(Catalog, KvReferencesAndPendingDeletes) {
+    const std::string dir = temp_dir();
+    auto cat = catalog::open(dir + "/c.db");
+    auto a = cat->replace_document(doc("a"), {chunk("same"), chunk("only a")});
+    auto b = cat->replace_document(doc("b"), {chunk("same")});
+    cat->set_kv_key(a.added[0], "k-shared");
+    cat->set_kv_key(b.added[0], "k-shared");
+    cat->set_kv_key(a.added[1], "k-a");
+    EXPECT_EQ(cat->kv_refcount("k-shared"), 2);
+    cat->remove_document("a");
+    EXPECT_EQ(cat->pending_kv_deletes(), std::vector<std::string>{"k-a"});
+    EXPECT_EQ(cat->kv_refcount("k-shared"), 1);
+    cat->drop_pending_kv_delete("k-a");
+    cat->remove_document("b");
+    EXPECT_EQ(cat->pending_kv_deletes(), std::vector<std::string>{"k-shared"});
+    EXPECT_EQ(cat->chunk_ids_without_kv(10).size(), 0u);
+}
+
+TEST(Catalog, EmbeddingsVersionAndSchema) {
+    const std::string dir = temp_dir();
+    {
+        auto cat = catalog::open(dir + "/c.db");
+        const int64_t v0 = cat->vector_version();
+        auto r = cat->replace_document(doc("a"), {chunk("x", {1, 0}), chunk("y")});
+        EXPECT_GT(cat->vector_version(), v0);
+        EXPECT_EQ(cat->chunk_ids_without_embedding(10), std::vector<int64_t>{r.added[1]});
+        cat->set_embeddings({r.added[1]}, {0, 1});
+        int n = 0;
+        cat->for_each_embedding([&](int64_t, const float*, size_t dim) {
+            EXPECT_EQ(dim, 2u);
+            ++n;
+        });
+        EXPECT_EQ(n, 2);
+        EXPECT_EQ(cat->get_chunks(r.added, true)[1].embedding, (std::vector<float>{0, 1}));
+    }
+    // A file from a newer schema is refused with status::format.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir + "/c.db").c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    try {
+        catalog::open(dir + "/c.db");
+        FAIL() << "opened a newer schema";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::format);
+    }
+    // Not a database at all: status::catalog, not a crash.
+    FILE* f = std::fopen((dir + "/junk.db").c_str(), "wb");
+    std::fputs("this is not sqlite, just some bytes that go on for a while..........", f);
+    std::fclose(f);
+    EXPECT_THROW(catalog::open(dir + "/junk.db"), error);
+}
+
+TEST(Catalog, ConcurrentReadersAndWriter) {
+    const std::string dir = temp_dir();
+    auto cat = catalog::open(dir + "/c.db");
+    std::thread w([&] {
+        for (int i = 0; i < 50; ++i) {
+            cat->replace_document(doc("d" + std::to_string(i)), {chunk("alpha beta " +
+                                                                       std::to_string(i))});
+        }
+    });
+    std::thread r([&] {
+        for (int i = 0; i < 200; ++i) cat->search_bm25("alpha", 5);
+    });
+    w.join();
+    r.join();
+    EXPECT_EQ(cat->count_documents(), 50);
+}

@@ -1,0 +1,410 @@
+// Ingestion end to end with a test embedder: incremental re-ingest, updates, deletes, KV
+// reference counting, bad input, and crash safety (a child process is SIGKILLed mid-ingest at
+// several points; re-running must finish the job with catalog, index and KV store in agreement).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "core/chunk-hash.h"
+#include "core/error.h"
+#include "core/kv-store.h"
+#include "retrieval/ingest.h"
+#include "util/hash-embedder.h"
+
+using namespace cacheblend;
+
+namespace {
+
+std::string temp_dir() {
+    char tmpl[] = "/tmp/cbl-ing-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    return d ? d : "/tmp";
+}
+
+void write(const std::string& path, const std::string& data) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+std::string doc_text(int i, int paragraphs) {
+    std::string s;
+    for (int p = 0; p < paragraphs; ++p) {
+        s += "Document " + std::to_string(i) + " paragraph " + std::to_string(p) +
+             " talks about topic" + std::to_string(i) + " and shared words. ";
+        s += "Another sentence with token" + std::to_string(i * 100 + p) + ".\n\n";
+    }
+    return s;
+}
+
+struct fixture {
+    std::string root = temp_dir();
+    std::string docs = root + "/docs";
+    std::string data = root + "/data";
+    std::shared_ptr<cbltest::hash_embedder> emb = std::make_shared<cbltest::hash_embedder>(32);
+    std::shared_ptr<kv_store> kv;
+
+    fixture() {
+        ::mkdir(docs.c_str(), 0700);
+        ::mkdir(data.c_str(), 0700);
+        kv_store_params kp;
+        kp.dir = data + "/kv";
+        kv = kv_store::open(kp);
+    }
+    std::unique_ptr<corpus> open(const vector_index_params& ip = {}) {
+        corpus_params p;
+        p.encode = [](std::string_view s) { return cbltest::word_tokens(s); };
+        p.tokenizer_id = "words";
+        p.emb = emb;
+        p.index = ip;
+        p.kv = kv;
+        return corpus::open(data, std::move(p));
+    }
+};
+
+ingest_params small_chunks() {
+    ingest_params p;
+    p.chunking.max_tokens = 24;
+    return p;
+}
+
+// A tiny KV file per chunk, keyed like the real thing (tokens -> chunk key).
+std::function<std::string(const chunk_info&)> fake_precompute(std::shared_ptr<kv_store> kv) {
+    return [kv](const chunk_info& c) {
+        const chunk_key key = make_chunk_key(42, 1, {7}, c.tokens);
+        if (!kv->contains(key)) {
+            chunk_kv_meta m;
+            m.model_fingerprint = 42;
+            m.n_layer = 1;
+            m.n_kv_head = 1;
+            m.head_dim = 2;
+            m.n_tokens = static_cast<int32_t>(c.tokens.size());
+            auto w = kv->create(key, m, c.tokens);
+            std::vector<float> k(static_cast<size_t>(m.n_tokens) * 2, 0.5f);
+            w->put_layer(0, k.data(), k.data(), 2);
+            w->commit();
+        }
+        return key.hex();
+    };
+}
+
+void expect_consistent(corpus& c) {
+    const consistency_report r = c.check();
+    EXPECT_TRUE(r.problems.empty()) << (r.problems.empty() ? "" : r.problems[0]);
+    EXPECT_EQ(r.vectors, r.chunks);
+}
+
+}  // namespace
+
+TEST(Ingest, IncrementalUpdateDeleteAndSearch) {
+    fixture f;
+    for (int i = 0; i < 5; ++i) write(f.docs + "/d" + std::to_string(i) + ".txt", doc_text(i, 4));
+    auto c = f.open();
+    ingest_params p = small_chunks();
+    int progress_calls = 0;
+    p.progress = [&](const ingest_progress&) { return ++progress_calls > 0; };
+    ingest_report r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.added, 5);
+    EXPECT_GT(progress_calls, 5);
+    const int64_t chunks = c->cat().count_chunks();
+    EXPECT_GT(chunks, 5);
+    expect_consistent(*c);
+
+    // Unchanged: nothing re-embedded.
+    const int calls = f.emb->calls;
+    r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.unchanged, 5);
+    EXPECT_EQ(f.emb->calls, calls);
+
+    // Search finds the document by its unique words, in every mode.
+    for (search_mode m : {search_mode::hybrid, search_mode::dense, search_mode::bm25}) {
+        search_params sp;
+        sp.mode = m;
+        sp.k = 3;
+        const search_result s = c->search("topic3 token301", sp);
+        ASSERT_FALSE(s.hits.empty()) << search_mode_name(m);
+        EXPECT_NE(s.hits[0].uri.find("/d3.txt"), std::string::npos) << search_mode_name(m);
+        EXPECT_TRUE(s.notice.empty());
+    }
+
+    // Change one file: its chunks are replaced, and the old text is gone from both retrievers.
+    write(f.docs + "/d3.txt", "Completely new content about zebras.\n");
+    r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.updated, 1);
+    EXPECT_EQ(r.unchanged, 4);
+    search_params sp;
+    sp.mode = search_mode::bm25;
+    EXPECT_TRUE(c->search("token301", sp).hits.empty());
+    EXPECT_EQ(c->search("zebras", sp).hits.size(), 1u);
+    expect_consistent(*c);
+
+    // Delete a file: pruned on the next folder ingest.
+    ::unlink((f.docs + "/d0.txt").c_str());
+    r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.removed, 1);
+    EXPECT_EQ(c->cat().count_documents(), 4);
+    expect_consistent(*c);
+
+    // Reopen: the saved index is used as is.
+    c.reset();
+    c = f.open();
+    expect_consistent(*c);
+    const search_result z = c->search("zebras", {});  // hybrid: dense adds nearest neighbours
+    ASSERT_FALSE(z.hits.empty());
+    EXPECT_NE(z.hits[0].uri.find("/d3.txt"), std::string::npos);
+    EXPECT_EQ(z.hits[0].bm25_rank, 1);
+
+    // A different chunk budget re-chunks unchanged files.
+    ingest_params big;
+    big.chunking.max_tokens = 512;
+    r = c->ingest_paths({f.docs}, big);
+    EXPECT_EQ(r.updated, 4);
+    for (const auto& d : c->cat().list_documents()) EXPECT_EQ(d.n_chunks, 1) << d.uri;
+}
+
+TEST(Ingest, KvFilesSharedByIdenticalChunksStayUntilLastReference) {
+    fixture f;
+    const std::string shared = "A shared passage that appears in two files.\n";
+    write(f.docs + "/a.txt", shared);
+    write(f.docs + "/b.txt", shared);
+    write(f.docs + "/c.txt", "Only in c.\n");
+    auto c = f.open();
+    ingest_params p = small_chunks();
+    p.precompute_kv = fake_precompute(f.kv);
+    ingest_report r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.kv_computed, 3);
+    EXPECT_EQ(f.kv->stats().entries, 2u);
+    expect_consistent(*c);
+    const chunk_key shared_key = make_chunk_key(42, 1, {7}, cbltest::word_tokens(
+                                                               "A shared passage that appears in "
+                                                               "two files."));
+    ASSERT_TRUE(f.kv->contains(shared_key));
+
+    EXPECT_TRUE(c->remove(f.docs + "/a.txt"));
+    ::unlink((f.docs + "/a.txt").c_str());
+    EXPECT_TRUE(f.kv->contains(shared_key)) << "removed while b.txt still refers to it";
+    ::unlink((f.docs + "/b.txt").c_str());
+    r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.removed, 1);
+    EXPECT_FALSE(f.kv->contains(shared_key));
+    EXPECT_EQ(f.kv->stats().entries, 1u);
+    // Updating c.txt replaces its KV file too.
+    write(f.docs + "/c.txt", "Now different.\n");
+    r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.kv_deleted, 1);
+    EXPECT_EQ(f.kv->stats().entries, 1u);
+    expect_consistent(*c);
+}
+
+TEST(Ingest, BadInputIsSkippedWithAReason) {
+    fixture f;
+    write(f.docs + "/good1.txt", "Good document one about apples.\n");
+    write(f.docs + "/bad-utf8.txt", "valid start \xC0\xAF then junk\n");
+    write(f.docs + "/empty.md", "");
+    write(f.docs + "/blank.txt", "   \n\n\t  \n");
+    write(f.docs + "/huge.txt", std::string(5000, 'a') + "\n");
+    write(f.docs + "/nul.txt", std::string("bin\0ary", 7));
+    write(f.docs + "/image.png", "\x89PNG");
+    ::symlink((f.docs + "/missing-target.txt").c_str(), (f.docs + "/dangling.txt").c_str());
+    ::mkfifo((f.docs + "/fifo.txt").c_str(), 0600);
+    const std::string hostile = f.docs + "/q'\"; DROP TABLE documents; --\n\x01 \xE2\x98\x83.html";
+    write(hostile, "<p>Hostile name, fine <b>content</b> about pears.</p>");
+    write(f.docs + "/bad-name-\xFF.txt", "Invalid UTF-8 in the file name, plums.\n");
+    ::mkdir((f.docs + "/sub").c_str(), 0700);
+    write(f.docs + "/sub/good2.md", "# Title\n\nGood document two about bananas.\n");
+    const bool root = ::geteuid() == 0;
+    write(f.docs + "/noperm.txt", "secret\n");
+    ::chmod((f.docs + "/noperm.txt").c_str(), 0);
+
+    auto c = f.open();
+    ingest_params p = small_chunks();
+    p.max_document_bytes = 4096;
+    const ingest_report r = c->ingest_paths({f.docs, f.root + "/does-not-exist"}, p);
+    std::map<std::string, std::string> why;
+    for (const auto& [path, reason] : r.skipped_files) {
+        why[path.substr(path.find_last_of('/') + 1)] = reason;
+    }
+    EXPECT_NE(why["bad-utf8.txt"].find("invalid UTF-8 at byte 12"), std::string::npos);
+    EXPECT_NE(why["empty.md"].find("empty"), std::string::npos);
+    EXPECT_NE(why["blank.txt"].find("empty"), std::string::npos);
+    EXPECT_NE(why["huge.txt"].find("too large"), std::string::npos);
+    EXPECT_NE(why["nul.txt"].find("NUL"), std::string::npos);
+    EXPECT_NE(why["image.png"].find("unsupported"), std::string::npos);
+    EXPECT_NE(why["dangling.txt"].find("ENOENT"), std::string::npos);
+    EXPECT_NE(why["fifo.txt"].find("not a regular file"), std::string::npos);
+    EXPECT_NE(why["does-not-exist"].find("cannot access"), std::string::npos);
+    if (!root) EXPECT_NE(why["noperm.txt"].find("EACCES"), std::string::npos);
+    EXPECT_EQ(r.added, root ? 5 : 4);  // good1, good2, hostile, bad-name (+ noperm as root)
+    search_params sp;
+    sp.mode = search_mode::bm25;
+    for (const char* q : {"apples", "bananas", "pears", "plums"}) {
+        EXPECT_EQ(c->search(q, sp).hits.size(), 1u) << q;
+    }
+    EXPECT_EQ(c->search("pears", sp).hits[0].uri, hostile);
+    expect_consistent(*c);
+
+    // In-memory documents: bad metadata and bad text are errors, not skips.
+    EXPECT_THROW(c->ingest_text("mem://1", "text", doc_kind::text, "{\"a\":", p), error);
+    EXPECT_THROW(c->ingest_text("mem://2", "\xFF", doc_kind::text, "", p), error);
+    EXPECT_TRUE(c->ingest_text("mem://3", "kiwis", doc_kind::text, "{\"src\":\"x'--\"}", p));
+    EXPECT_FALSE(c->ingest_text("mem://3", "kiwis", doc_kind::text, "{\"src\":\"x'--\"}", p));
+    search_params fp = sp;
+    fp.filter.metadata = {{"src", "x'--"}};
+    EXPECT_EQ(c->search("kiwis", fp).hits.size(), 1u);
+}
+
+TEST(Ingest, HnswDeletesFilteredThenRebuilt) {
+    fixture f;
+    for (int i = 0; i < 10; ++i) write(f.docs + "/d" + std::to_string(i) + ".txt", doc_text(i, 2));
+    vector_index_params ip;
+    ip.factory = "HNSW16";
+    ip.rebuild_deleted_share = 0.3f;
+    auto c = f.open(ip);
+    ingest_params p = small_chunks();
+    c->ingest_paths({f.docs}, p);
+    for (int i = 0; i < 2; ++i) ::unlink((f.docs + "/d" + std::to_string(i) + ".txt").c_str());
+    ingest_report r = c->ingest_paths({f.docs}, p);
+    EXPECT_EQ(r.removed, 2);
+    search_params sp;
+    sp.mode = search_mode::dense;
+    sp.k = 50;
+    for (const auto& h : c->search("topic0 token0", sp).hits) {
+        EXPECT_EQ(h.uri.find("/d0.txt"), std::string::npos);
+    }
+    expect_consistent(*c);
+    for (int i = 2; i < 6; ++i) ::unlink((f.docs + "/d" + std::to_string(i) + ".txt").c_str());
+    r = c->ingest_paths({f.docs}, p);
+    ASSERT_FALSE(r.notices.empty());
+    EXPECT_NE(r.notices.back().find("rebuilt"), std::string::npos);
+    expect_consistent(*c);
+}
+
+namespace {
+
+enum class kill_at { embed, commit, kv, async };
+
+// Runs an ingest in a child process that SIGKILLs itself at the n-th event (or is killed by the
+// parent after `n` microseconds for kill_at::async). Returns true if the child was killed.
+bool ingest_and_die(fixture& f, kill_at where, int n) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        int count = 0;
+        const auto die = [&] {
+            if (++count == n) ::kill(::getpid(), SIGKILL);
+        };
+        try {
+            if (where == kill_at::embed) {
+                // The embedder runs before a document's transaction: dying here is mid-document.
+                struct dying_embedder final : cbltest::hash_embedder {
+                    std::function<void()> hook;
+                    dying_embedder() : hash_embedder(32) {}
+                    void embed(const std::vector<std::string>& t, std::vector<float>& o) override {
+                        hook();
+                        hash_embedder::embed(t, o);
+                    }
+                };
+                auto e = std::make_shared<dying_embedder>();
+                e->hook = die;
+                f.emb = e;
+            }
+            auto c = f.open();
+            ingest_params p = small_chunks();
+            p.precompute_kv = fake_precompute(f.kv);
+            if (where == kill_at::commit) p.after_commit = [&](const std::string&) { die(); };
+            if (where == kill_at::kv) {
+                auto inner = p.precompute_kv;
+                p.precompute_kv = [&, inner](const chunk_info& ch) {
+                    die();
+                    return inner(ch);
+                };
+            }
+            c->ingest_paths({f.docs}, p);
+        } catch (...) {
+            ::_exit(2);
+        }
+        ::_exit(0);
+    }
+    if (where == kill_at::async) {
+        std::this_thread::sleep_for(std::chrono::microseconds(n));
+        ::kill(pid, SIGKILL);
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_FALSE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << "child failed with an exception";
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+}  // namespace
+
+TEST(Ingest, CrashMidwayThenRerunFinishes) {
+    // Reference: one uninterrupted run.
+    fixture ref;
+    const int n_files = 12;
+    for (int i = 0; i < n_files; ++i) {
+        write(ref.docs + "/f" + std::to_string(i) + ".txt", doc_text(i, 3 + i % 3));
+    }
+    write(ref.docs + "/dup.txt", doc_text(1, 3 + 1));  // identical chunks: shared KV files
+    int64_t ref_chunks, ref_entries;
+    {
+        auto c = ref.open();
+        ingest_params p = small_chunks();
+        p.precompute_kv = fake_precompute(ref.kv);
+        c->ingest_paths({ref.docs}, p);
+        ref_chunks = c->cat().count_chunks();
+        ref_entries = static_cast<int64_t>(ref.kv->stats().entries);
+    }
+    struct point {
+        kill_at where;
+        int n;
+    };
+    const point points[] = {{kill_at::embed, 1}, {kill_at::embed, 6},  {kill_at::commit, 1},
+                            {kill_at::commit, 7}, {kill_at::kv, 1},    {kill_at::kv, 20},
+                            {kill_at::async, 2000}, {kill_at::async, 20000}};
+    for (const point& pt : points) {
+        SCOPED_TRACE(::testing::Message() << "kill point " << static_cast<int>(pt.where) << "/"
+                                          << pt.n);
+        fixture f;
+        for (int i = 0; i < n_files; ++i) {
+            write(f.docs + "/f" + std::to_string(i) + ".txt", doc_text(i, 3 + i % 3));
+        }
+        write(f.docs + "/dup.txt", doc_text(1, 3 + 1));
+        if (pt.where != kill_at::async) EXPECT_TRUE(ingest_and_die(f, pt.where, pt.n));
+        else ingest_and_die(f, pt.where, pt.n);  // may finish first on a fast machine
+        // A second crash on top of the first, then the run that finishes.
+        ingest_and_die(f, kill_at::commit, 3);
+        f.emb = std::make_shared<cbltest::hash_embedder>(32);
+        auto c = f.open();
+        ingest_params p = small_chunks();
+        p.precompute_kv = fake_precompute(f.kv);
+        c->ingest_paths({f.docs}, p);
+        EXPECT_EQ(c->cat().count_documents(), n_files + 1);
+        EXPECT_EQ(c->cat().count_chunks(), ref_chunks);
+        EXPECT_EQ(static_cast<int64_t>(f.kv->stats().entries), ref_entries);
+        const consistency_report r = c->check();
+        EXPECT_TRUE(r.problems.empty()) << (r.problems.empty() ? "" : r.problems[0]);
+        EXPECT_EQ(r.vectors, ref_chunks);
+        EXPECT_EQ(r.kv_keys, ref_entries);
+        // Nothing duplicated: every chunk text of every file appears exactly once per file.
+        std::set<std::pair<int64_t, int32_t>> seen;
+        std::vector<int64_t> ids;
+        for (const auto& [id, key] : c->cat().chunk_kv_keys()) ids.push_back(id);
+        for (const chunk_info& ch : c->cat().get_chunks(ids)) {
+            EXPECT_TRUE(seen.insert({ch.doc_id, ch.ordinal}).second);
+        }
+        // The index on disk matches too (reopen uses it without a rebuild).
+        c.reset();
+        bool rebuilt = true;
+        open_vector_index(corpus_index_path(f.data), *catalog::open(corpus_catalog_path(f.data)),
+                          32, {}, &rebuilt);
+        EXPECT_FALSE(rebuilt);
+    }
+}
