@@ -21,6 +21,7 @@ int run_blend(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_ingest(const std::vector<std::string>& args);
 int run_search(const std::vector<std::string>& args);
+int run_ask(const std::vector<std::string>& args);
 
 // --model M, defaulting to default_model_path().
 flag_spec model_flag();

@@ -31,7 +31,7 @@ const command_entry k_commands[] = {
     {"blend", "answer from document chunks with blended KV caches", cacheblend::cli::run_blend},
     {"ingest", "chunk, embed and precompute KV for documents", cacheblend::cli::run_ingest},
     {"search", "retrieve chunks for a query", cacheblend::cli::run_search},
-    {"ask", "retrieve and answer with blended KV caches", nullptr},
+    {"ask", "retrieve and answer with blended KV caches", cacheblend::cli::run_ask},
     {"eval", "compare modes on a QA dataset", cacheblend::cli::run_eval},
 };
 

@@ -412,9 +412,9 @@ TEST(Cli, BadFlagsExit2WithOneLine) {
     expect_clean_error(run_cli({"bench", "sideways"}), 2, "sideways");
     expect_clean_error(run_cli({"bench", "prefill", "--tokens", "128,,4"}), 2, "--tokens");
     expect_clean_error(run_cli({"frobnicate"}), 2, "frobnicate");
-    for (const char* c : {"ask"}) {
-        expect_clean_error(run_cli({c, "--model", "x"}), 2, "is not available yet");
-    }
+    expect_clean_error(run_cli({"ask", "--model", "x"}), 2, "QUESTION");
+    expect_clean_error(run_cli({"ask", "--model", "x", "q"}), 2, "--data");
+    expect_clean_error(run_cli({"ask", "--data", "d", "q", "--mode", "sideways"}), 2, "--mode");
 }
 
 TEST(Cli, MissingModelExits1) {

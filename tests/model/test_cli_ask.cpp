@@ -1,0 +1,174 @@
+// Smoke test of `cacheblend ask` (DESIGN §2, §8): three small files ingested with --precompute,
+// then `ask --json --k 2 --compare-full` returns the fixed fields, citations into those files and
+// reuses the precomputed chunk KV. Runs <build>/bin/cacheblend in its own temporary data dir.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "util/json.h"
+#include "util/test-util.h"
+
+namespace {
+
+using cbltest::json;
+
+std::string cli_path() {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return "";
+    std::string dir(buf, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));  // <build>/tests
+    return dir.substr(0, dir.rfind('/')) + "/bin/cacheblend";
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream o(path, std::ios::binary | std::ios::trunc);
+    o << text;
+}
+
+struct run_result {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+class CliAsk : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!cbltest::file_exists(cli_path())) GTEST_SKIP() << "CLI not built: " << cli_path();
+        CBL_REQUIRE_DEFAULT_MODEL(path);
+        model_ = path;
+        char tmpl[] = "/tmp/cbl-cli-ask-XXXXXX";
+        const char* d = ::mkdtemp(tmpl);
+        ASSERT_NE(d, nullptr);
+        dir_ = d;
+        ASSERT_EQ(std::system(("mkdir -p " + shell_quote(dir_ + "/docs")).c_str()), 0);
+        files_ = {dir_ + "/docs/amazon.txt", dir_ + "/docs/kilimanjaro.txt",
+                  dir_ + "/docs/baking.txt"};
+        write_file(files_[0],
+                   "The Amazon river flows through Brazil, Peru and Colombia. It carries more "
+                   "water than any other river on Earth.\n");
+        write_file(files_[1],
+                   "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, Uhuru, "
+                   "rises 5,895 metres above sea level and was first climbed in 1889.\n");
+        write_file(files_[2],
+                   "Sourdough bread is leavened by a culture of wild yeast and lactic acid "
+                   "bacteria. The dough rises slowly, which gives the bread its sour taste.\n");
+    }
+    void TearDown() override {
+        if (!dir_.empty() && std::system(("rm -rf " + shell_quote(dir_)).c_str()) != 0) {
+            std::fprintf(stderr, "cleanup of %s failed\n", dir_.c_str());
+        }
+    }
+
+    run_result run(std::vector<std::string> args) const {
+        args.insert(args.begin() + 1, {"--model", model_});
+        const std::string err_file = dir_ + "/stderr";
+        std::string cmd = shell_quote(cli_path());
+        for (const std::string& a : args) cmd += " " + shell_quote(a);
+        cmd += " 2>" + shell_quote(err_file);
+        run_result r;
+        FILE* p = ::popen(cmd.c_str(), "r");
+        if (!p) return r;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+        const int st = ::pclose(p);
+        if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+        r.err = read_all(err_file);
+        return r;
+    }
+
+    std::string model_, dir_;
+    std::vector<std::string> files_;
+};
+
+TEST_F(CliAsk, IngestPrecomputeThenAskReusesKv) {
+    const std::string data = dir_ + "/data";
+    const run_result ing =
+        run({"ingest", "--data", data, dir_ + "/docs", "--precompute", "--json"});
+    ASSERT_EQ(ing.exit_code, 0) << ing.err << ing.out;
+    const json ij = json::parse(ing.out);
+    EXPECT_EQ(ij["documents"].num, 3);
+    EXPECT_GT(ij["kv_computed"].num, 0);
+
+    // One thread: ctest runs tests side by side, and the prompt here is tiny.
+    const run_result r = run({"ask", "--threads", "1", "--data", data,
+                              "In which country is Mount Kilimanjaro?", "--json", "--k", "2",
+                              "--compare-full", "--max-tokens", "8"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json j;
+    try {
+        j = json::parse(r.out);
+    } catch (const std::exception& e) {
+        FAIL() << e.what() << "\n" << r.out << "\n" << r.err;
+    }
+    for (const char* f : {"text", "tokens", "top_logprobs", "stats", "citations"}) {
+        ASSERT_TRUE(j.has(f)) << "missing " << f << ": " << r.out;
+    }
+    EXPECT_EQ(j["text"].kind, json::string);
+    EXPECT_EQ(j["tokens"].kind, json::array);
+    EXPECT_EQ(j["top_logprobs"].size(), 5u);
+    const json& s = j["stats"];
+    EXPECT_EQ(s["mode"].str, "blend");
+    for (const char* f : {"ratio", "ttft_ms", "load_ms", "select_ms", "compute_ms",
+                          "tokens_total", "tokens_reused", "tokens_recomputed", "tokens_missed",
+                          "bytes_loaded", "decode_tokens_per_s", "chunks_dropped",
+                          "full_ttft_ms", "speedup_vs_full"}) {
+        EXPECT_TRUE(s.has(f) && s[f].kind == json::number) << "stats." << f << ": " << r.out;
+    }
+    // The chunk KV stored by ingest --precompute is what ask looks up.
+    EXPECT_GT(s["tokens_reused"].num, 0) << r.out;
+    EXPECT_EQ(s["tokens_missed"].num, 0) << r.out;
+    EXPECT_EQ(s["chunks_dropped"].num, 0) << r.out;
+    EXPECT_GT(s["full_ttft_ms"].num, 0) << r.out;
+    EXPECT_GT(s["speedup_vs_full"].num, 0) << r.out;
+
+    const json& cites = j["citations"];
+    ASSERT_EQ(cites.kind, json::array);
+    ASSERT_FALSE(cites.arr.empty()) << r.out;
+    EXPECT_LE(cites.size(), 2u);
+    const std::set<std::string> uris(files_.begin(), files_.end());
+    bool kilimanjaro_cited = false;
+    for (const json& c : cites.arr) {
+        ASSERT_TRUE(c.has("uri") && c.has("start") && c.has("end") && c.has("score")) << r.out;
+        EXPECT_EQ(uris.count(c["uri"].str), 1u) << c["uri"].str;
+        EXPECT_LT(c["start"].num, c["end"].num);
+        kilimanjaro_cited |= c["uri"].str == files_[1];
+    }
+    EXPECT_TRUE(kilimanjaro_cited) << r.out;
+
+    // Human output: the answer, then numbered citations.
+    const run_result h = run({"ask", "--threads", "1", "--data", data,
+                              "In which country is Mount Kilimanjaro?", "--k", "1",
+                              "--max-tokens", "4"});
+    ASSERT_EQ(h.exit_code, 0) << h.err;
+    EXPECT_NE(h.out.find("[1] " + files_[1] + ":"), std::string::npos) << h.out;
+    EXPECT_NE(h.err.find("TTFT"), std::string::npos) << h.err;
+}
+
+TEST_F(CliAsk, EmptyDataDirIsACleanError) {
+    const run_result r = run({"ask", "--data", dir_ + "/empty", "anything?", "--json"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err.rfind("cacheblend: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+}  // namespace
