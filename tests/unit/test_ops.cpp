@@ -190,7 +190,7 @@ TEST(Ops, MatmulBatchInvariant) {
                 cb::vec_dot_rows(t, k, w.data.data(), w.row_bytes, n, qa.data(),
                                  ref.data() + i * n);
             }
-            for (int64_t m : {1, 2, 5, 17, 64, 130}) {
+            for (int64_t m : {1, 2, 3, 4, 5, 17, 64, 130}) {
                 for (int64_t off : {int64_t(0), int64_t(130 - m)}) {
                     std::vector<float> y(static_cast<size_t>(m * n));
                     cb::matmul(pool, w.view(), x.data() + off * k, m, k, y.data(), n, nullptr);

@@ -351,19 +351,212 @@ struct q8_0_k {
     }
 };
 
+// Decode tiles (m = 1..3 activation rows; m >= 4 takes the packed path): NW consecutive weight
+// rows per pass (q4_1: 8, q8_0: 16). Per block, the rows' f16 scales come from 4-byte scalar loads
+// merged by unpacks (a vpgatherdd or store + reload cost more), q4_1 nibbles of a row pair are
+// unpacked by two broadcast loads + one variable shift + one and, the d_w * d_a products of all
+// rows come from one multiply (then permuted per pair: the same products as tile_*'s
+// permute-then-multiply), activation {d, s} are converted once per call, and the weight stream
+// is prefetched pf_dec bytes ahead (the NW rows are contiguous: 8 * 20 or 16 * 34 bytes per
+// block). Per output: the same float operations in the same order as tile_q4_1 / tile_q8_0, so
+// the same bits (Ops.MatmulBatchInvariant, the llama.cpp parity test).
+constexpr size_t pf_dec = 8192;
+
+inline void prefetch_span(const uint8_t* p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
+inline __m128i ld32x(const uint8_t* p) { return _mm_cvtsi32_si128(static_cast<int>(ld_u32(p))); }
+
+// ds[i][2b], ds[i][2b + 1]: activation row i's {d, s} of block b as floats.
+template <int MR>
+void dec_q4_1(const uint8_t* w0, size_t ws, const uint8_t* const* a, const float* const* ds,
+              int64_t nb, float* out, int64_t ldo) {
+    const __m512i shv = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                          0x0004000400040004LL, 0x0004000400040004LL);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i pidx[4];
+    for (int p = 0; p < 4; ++p) {
+        pidx[p] = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(4 * p), _mm512_set1_epi32(4 * p + 2));
+    }
+    __m512 acc[MR][4];
+    __m512 summs[MR];
+    for (int i = 0; i < MR; ++i) {
+        summs[i] = _mm512_setzero_ps();
+        for (int p = 0; p < 4; ++p) acc[i][p] = _mm512_setzero_ps();
+    }
+    const uint8_t* pf = w0 + pf_dec;
+    for (int64_t b = 0; b < nb; ++b) {
+        const size_t wo = static_cast<size_t>(b) * sizeof(block_q4_1);
+        const size_t ao = static_cast<size_t>(b) * sizeof(block_q8_1);
+        prefetch_span(pf + 8 * wo, 8 * sizeof(block_q4_1));
+        const uint8_t* wb = w0 + wo;
+        // {d, m} of the 8 rows (f16 pairs) -> lanes 2k, 2k + 1.
+        const __m128i x01 = _mm_unpacklo_epi32(ld32x(wb), ld32x(wb + ws));
+        const __m128i x23 = _mm_unpacklo_epi32(ld32x(wb + 2 * ws), ld32x(wb + 3 * ws));
+        const __m128i x45 = _mm_unpacklo_epi32(ld32x(wb + 4 * ws), ld32x(wb + 5 * ws));
+        const __m128i x67 = _mm_unpacklo_epi32(ld32x(wb + 6 * ws), ld32x(wb + 7 * ws));
+        const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(x01, x23)),
+                                                  _mm_unpacklo_epi64(x45, x67), 1);
+        const __m512 dm = _mm512_cvtph_ps(x);
+        __m512i av[MR];
+        __m512 dmda[MR];
+        for (int i = 0; i < MR; ++i) {
+            const uint8_t* ab = a[i] + ao;
+            av[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab + 4)));
+            dmda[i] = _mm512_mul_ps(dm, _mm512_set1_ps(ds[i][2 * b]));
+            summs[i] = _mm512_fmadd_ps(dm, _mm512_set1_ps(ds[i][2 * b + 1]), summs[i]);
+        }
+        for (int p = 0; p < 4; ++p) {
+            // [qA qA qB qB] by two broadcast loads.
+            const __m512i z = _mm512_mask_broadcast_i32x4(
+                _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2 * p * ws + 4))),
+                0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + (2 * p + 1) * ws + 4)));
+            const __m512i wz = _mm512_and_si512(_mm512_srlv_epi16(z, shv), m4);
+            for (int i = 0; i < MR; ++i) {
+                const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wz, av[i]);
+                const __m512 sc = _mm512_permutexvar_ps(pidx[p], dmda[i]);
+                acc[i][p] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(is), acc[i][p]);
+            }
+        }
+    }
+    for (int i = 0; i < MR; ++i) {
+        alignas(64) float sv[16];
+        _mm512_store_ps(sv, summs[i]);
+        for (int p = 0; p < 4; ++p) {
+            alignas(64) float v[16];
+            _mm512_store_ps(v, acc[i][p]);
+            out[i * ldo + 2 * p] = hsum8(v) + sv[4 * p + 1];
+            out[i * ldo + 2 * p + 1] = hsum8(v + 8) + sv[4 * p + 3];
+        }
+    }
+}
+
+// q8_0, 16 consecutive weight rows per pass (m = 1..3).
+template <int MR>
+void dec_q8_0(const uint8_t* w0, size_t ws, const uint8_t* const* a, const float* const* ds,
+              int64_t nb, float* out, int64_t ldo) {
+    const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i pidx[8];
+    for (int p = 0; p < 8; ++p) {
+        pidx[p] = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * p), _mm512_set1_epi32(2 * p + 1));
+    }
+    __m512 acc[MR][8];
+    for (int i = 0; i < MR; ++i) {
+        for (int p = 0; p < 8; ++p) acc[i][p] = _mm512_setzero_ps();
+    }
+    const uint8_t* pf = w0 + pf_dec;
+    for (int64_t b = 0; b < nb; ++b) {
+        const size_t o = static_cast<size_t>(b) * sizeof(block_q8_0);
+        prefetch_span(pf + 16 * o, 16 * sizeof(block_q8_0));
+        const uint8_t* wb = w0 + o;
+        // d of the 16 rows: 4-byte loads (d + 2 bytes of qs), truncated to 16 bits below.
+        __m128i x2[8];
+        for (int k = 0; k < 8; ++k) x2[k] = _mm_unpacklo_epi32(ld32x(wb + 2 * k * ws), ld32x(wb + (2 * k + 1) * ws));
+        const __m256i g0 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(x2[0], x2[1])),
+                                                   _mm_unpacklo_epi64(x2[2], x2[3]), 1);
+        const __m256i g1 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi64(x2[4], x2[5])),
+                                                   _mm_unpacklo_epi64(x2[6], x2[7]), 1);
+        const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(g0), g1, 1);
+        const __m512 dwv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+        __m512i av[MR], corr[MR];
+        __m512 dd[MR];
+        for (int i = 0; i < MR; ++i) {
+            const uint8_t* ab = a[i] + o;
+            av[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab + 2)));
+            corr[i] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                       _mm512_dpbusd_epi32(_mm512_setzero_si512(), x80, av[i]));
+            dd[i] = _mm512_mul_ps(dwv, _mm512_set1_ps(ds[i][2 * b]));
+        }
+        for (int p = 0; p < 8; ++p) {
+            const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2 * p * ws + 2));
+            const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + (2 * p + 1) * ws + 2));
+            const __m512i wz = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), x80);
+            for (int i = 0; i < MR; ++i) {
+                const __m512i is = _mm512_dpbusd_epi32(corr[i], wz, av[i]);
+                const __m512 sc = _mm512_permutexvar_ps(pidx[p], dd[i]);
+                acc[i][p] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(is), acc[i][p]);
+            }
+        }
+    }
+    for (int i = 0; i < MR; ++i) {
+        for (int p = 0; p < 8; ++p) {
+            alignas(64) float v[16];
+            _mm512_store_ps(v, acc[i][p]);
+            out[i * ldo + 2 * p] = hsum8(v);
+            out[i * ldo + 2 * p + 1] = hsum8(v + 8);
+        }
+    }
+}
+
+// m = 1..3: full groups of NW consecutive rows through the decode tile, the rest through run_tiles.
+template <int NW, template <int> class D, template <int, int> class K, int NP>
+void run_dec(int64_t n, const void* vw, size_t w_stride, int64_t nrows, const void* va,
+             size_t a_stride, int64_t m, float* out, int64_t ldo) {
+    const int64_t nb = n / qk;
+    const auto* w = static_cast<const uint8_t*>(vw);
+    const auto* a = static_cast<const uint8_t*>(va);
+    const uint8_t* ar[3];
+    const float* dr[3];
+    static thread_local std::vector<float> ds_buf;
+    if (static_cast<int64_t>(ds_buf.size()) < 2 * nb * m) ds_buf.resize(static_cast<size_t>(2 * nb * m));
+    for (int64_t i = 0; i < m; ++i) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* ab = a + i * a_stride + b * D<1>::ablk;
+            ds_buf[(i * nb + b) * 2] = h2f_x(ab);
+            ds_buf[(i * nb + b) * 2 + 1] = D<1>::ablk == sizeof(block_q8_1) ? h2f_x(ab + 2) : 0.f;
+        }
+    }
+    for (int i = 0; i < 3; ++i) {
+        ar[i] = a + (i < m ? i : m - 1) * a_stride;
+        dr[i] = ds_buf.data() + (i < m ? i : m - 1) * nb * 2;
+    }
+    const int64_t nfull = nrows / NW * NW;
+    for (int64_t r0 = 0; r0 < nfull; r0 += NW) {
+        const uint8_t* w0 = w + r0 * w_stride;
+        switch (m) {
+            case 3: D<3>::run(w0, w_stride, ar, dr, nb, out + r0, ldo); break;
+            case 2: D<2>::run(w0, w_stride, ar, dr, nb, out + r0, ldo); break;
+            default: D<1>::run(w0, w_stride, ar, dr, nb, out + r0, ldo); break;
+        }
+    }
+    if (nfull < nrows) {
+        run_tiles<K, NP>(n, w + nfull * w_stride, w_stride, nrows - nfull, va, a_stride, m,
+                         out + nfull, ldo);
+    }
+}
+template <int MR>
+struct dec_q4_1_k {
+    static constexpr size_t ablk = sizeof(block_q8_1);
+    static void run(const uint8_t* w0, size_t ws, const uint8_t* const* a, const float* const* ds,
+                    int64_t nb, float* o, int64_t ld) {
+        dec_q4_1<MR>(w0, ws, a, ds, nb, o, ld);
+    }
+};
+template <int MR>
+struct dec_q8_0_k {
+    static constexpr size_t ablk = sizeof(block_q8_0);
+    static void run(const uint8_t* w0, size_t ws, const uint8_t* const* a, const float* const* ds,
+                    int64_t nb, float* o, int64_t ld) {
+        dec_q8_0<MR>(w0, ws, a, ds, nb, o, ld);
+    }
+};
+
 void tile_rows_q4_1(int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
                     size_t a_stride, int64_t m, float* out, int64_t ldo) {
     if (m >= 4) {
         return run_q4_1_packed(n, static_cast<const uint8_t*>(w), w_stride, nrows,
                                static_cast<const uint8_t*>(a), a_stride, m, out, ldo);
     }
-    run_tiles<q4_1_k, 4>(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
+    run_dec<8, dec_q4_1_k, q4_1_k, 4>(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
 }
 void tile_rows_q8_0(int64_t n, const void* w, size_t w_stride, int64_t nrows, const void* a,
                     size_t a_stride, int64_t m, float* out, int64_t ldo) {
-    // One activation row (decode, the output head): 16 weight rows per pass amortise the
-    // activation's per-block work; the per-output arithmetic is the same either way.
-    if (m == 1) return run_tiles<q8_0_k, 8>(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
+    // Decode (the output head): 16 weight rows per pass amortise the activation's per-block
+    // work; the per-output arithmetic is the same either way.
+    if (m <= 3) {
+        return run_dec<16, dec_q8_0_k, q8_0_k, 8>(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
+    }
     run_tiles<q8_0_k, 4>(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
 }
 
