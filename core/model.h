@@ -85,7 +85,7 @@ private:
 };
 
 // Bumped whenever a kernel change alters computed values (invalidates stored KV).
-constexpr uint32_t k_numerics_version = 1;
+constexpr uint32_t k_numerics_version = 2;  // 2: llama.cpp-exact AVX-512 numerics
 
 // ${CBL_MODEL} or ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf
 std::string default_model_path();
