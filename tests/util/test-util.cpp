@@ -1,21 +1,12 @@
 #include "util/test-util.h"
 
+#include "core/model.h"
+
 #include <sys/stat.h>
 
 namespace cbltest {
 
-std::string default_model_path() {
-    if (const char* m = std::getenv("CBL_MODEL"); m && *m) return m;
-    std::string base;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-        base = x;
-    } else if (const char* h = std::getenv("HOME"); h && *h) {
-        base = std::string(h) + "/.cache";
-    } else {
-        base = "/tmp";
-    }
-    return base + "/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+std::string default_model_path() { return cacheblend::default_model_path(); }
 
 bool file_exists(const std::string& path) {
     struct stat st {};
