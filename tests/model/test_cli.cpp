@@ -17,6 +17,7 @@
 
 #include "core/chat-template.h"
 #include "core/model.h"
+#include "util/cli-runner.h"
 #include "util/test-util.h"
 
 namespace {
@@ -290,72 +291,16 @@ std::vector<int32_t> int_array(const jvalue* v) {
 
 // ---- running the CLI ----
 
-std::string cli_path() {
-    char buf[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) return "";
-    std::string self(buf, static_cast<size_t>(n));
-    // <build>/tests/test_cli -> <build>/bin/cacheblend
-    std::string dir = self.substr(0, self.rfind('/'));
-    dir = dir.substr(0, dir.rfind('/'));
-    return dir + "/bin/cacheblend";
-}
-
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) {
-        if (c == '\'')
-            out += "'\\''";
-        else
-            out += c;
-    }
-    return out + "'";
-}
-
 std::string temp_path(const std::string& name) {
     return testing::TempDir() + "cbl_test_cli_" + std::to_string(::getpid()) + "_" + name;
 }
 
-std::string read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-struct run_result {
-    int exit_code = -1;  // -1 when killed by a signal
-    int signal = 0;
-    std::string out, err;
-
-    std::vector<std::string> err_lines() const {
-        std::vector<std::string> lines;
-        size_t p = 0;
-        while (p < err.size()) {
-            const size_t nl = err.find('\n', p);
-            lines.push_back(err.substr(p, nl == std::string::npos ? nl : nl - p));
-            if (nl == std::string::npos) break;
-            p = nl + 1;
-        }
-        return lines;
-    }
-};
+using run_result = cbltest::cli_result;
+using cbltest::cli_path;
+using cbltest::read_all;
 
 run_result run_cli(const std::vector<std::string>& args) {
-    const std::string err_file = temp_path("stderr");
-    std::string cmd = shell_quote(cli_path());
-    for (const std::string& a : args) cmd += " " + shell_quote(a);
-    cmd += " 2>" + shell_quote(err_file);
-    run_result r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-    const int st = ::pclose(p);
-    if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-    if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
-    r.err = read_all(err_file);
-    std::remove(err_file.c_str());
-    return r;
+    return cbltest::run_cli(args, temp_path("stderr"));
 }
 
 std::string describe(const run_result& r) {

@@ -13,41 +13,18 @@
 #include <vector>
 
 #include "util/json.h"
+#include "util/cli-runner.h"
 #include "util/test-util.h"
 
 namespace {
 
 using cbltest::json;
 
-std::string cli_path() {
-    char buf[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) return "";
-    std::string dir(buf, static_cast<size_t>(n));
-    dir = dir.substr(0, dir.rfind('/'));  // <build>/tests
-    return dir.substr(0, dir.rfind('/')) + "/bin/cacheblend";
-}
-
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
-std::string read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& text) {
-    std::ofstream o(path, std::ios::binary | std::ios::trunc);
-    o << text;
-}
-
-struct run_result {
-    int exit_code = -1;
-    std::string out, err;
-};
+using cbltest::cli_path;
+using cbltest::read_all;
+using cbltest::shell_quote;
+using cbltest::write_file;
+using run_result = cbltest::cli_result;
 
 class CliBlend : public ::testing::Test {
 protected:
@@ -75,20 +52,7 @@ protected:
     run_result run(std::vector<std::string> args) const {
         // One thread: ctest runs tests side by side, and the prompts here are tiny.
         args.insert(args.begin() + 1, {"--model", model_, "--threads", "1"});
-        const std::string err_file = dir_ + "/stderr";
-        std::string cmd = shell_quote(cli_path());
-        for (const std::string& a : args) cmd += " " + shell_quote(a);
-        cmd += " 2>" + shell_quote(err_file);
-        run_result r;
-        FILE* p = ::popen(cmd.c_str(), "r");
-        if (!p) return r;
-        char buf[4096];
-        size_t n;
-        while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-        const int st = ::pclose(p);
-        if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-        r.err = read_all(err_file);
-        return r;
+        return cbltest::run_cli(args, dir_ + "/stderr");
     }
 
     std::vector<std::string> blend_args(const std::string& mode, const std::string& store) const {
