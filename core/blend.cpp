@@ -198,6 +198,18 @@ chunk_key blend_engine::key_of(const std::vector<token_id>& preamble,
                           chunk);
 }
 
+chunk_kv_meta blend_engine::meta_of(int32_t n_tokens) const {
+    const model_hparams& hp = s_.get_model().hparams();
+    chunk_kv_meta meta;
+    meta.model_fingerprint = s_.get_model().fingerprint();
+    meta.format = p_.format;
+    meta.n_layer = hp.n_layer;
+    meta.n_kv_head = hp.n_head_kv;
+    meta.head_dim = hp.head_dim;
+    meta.n_tokens = n_tokens;
+    return meta;
+}
+
 bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
                                     const std::vector<token_id>& chunk) {
     if (!store_) throw error(status::invalid_arg, "blend: precompute needs a KV store");
@@ -238,14 +250,7 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
         std::memcpy(vbuf.data() + off, v + np * kd, layer_elems * sizeof(float));
     };
     I.fwd->run(*I.pre_cache, tokens.data(), pos.data(), n, n, nullptr, capture);
-    chunk_kv_meta meta;
-    meta.model_fingerprint = m.fingerprint();
-    meta.format = p_.format;
-    meta.n_layer = hp.n_layer;
-    meta.n_kv_head = hp.n_head_kv;
-    meta.head_dim = hp.head_dim;
-    meta.n_tokens = static_cast<int32_t>(nc);
-    auto w = store_->create(key, meta, chunk);
+    auto w = store_->create(key, meta_of(static_cast<int32_t>(nc)), chunk);
     for (int l = 0; l < hp.n_layer; ++l) {
         const size_t off = static_cast<size_t>(l) * layer_elems;
         w->put_layer(l, kbuf.data() + off, vbuf.data() + off, kd);
@@ -321,14 +326,7 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
         const auto& ch = req.chunks[c];
         std::unique_ptr<chunk_kv_reader> r;
         if (!forced_miss[c]) {
-            chunk_kv_meta meta;
-            meta.model_fingerprint = m.fingerprint();
-            meta.format = p_.format;
-            meta.n_layer = hp.n_layer;
-            meta.n_kv_head = hp.n_head_kv;
-            meta.head_dim = hp.head_dim;
-            meta.n_tokens = static_cast<int32_t>(ch.size());
-            r = store_->lookup(key_of(req.preamble, ch), meta);
+            r = store_->lookup(key_of(req.preamble, ch), meta_of(static_cast<int32_t>(ch.size())));
         }
         if (!r) {
             ++st.chunks_missed;

@@ -75,6 +75,8 @@ public:
     void write_back_misses();
 
     chunk_key key_of(const std::vector<token_id>& preamble, const std::vector<token_id>& chunk) const;
+    // What a stored chunk of n_tokens must match to be used with this model and format.
+    chunk_kv_meta meta_of(int32_t n_tokens) const;
 
 private:
     const std::vector<float>& prefill_once(const blend_request& req,
