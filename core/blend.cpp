@@ -394,6 +394,7 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     double wait_ms = 0, select_ms = 0;
 
     for (int32_t l = 0; l < hp.n_layer; ++l) {
+        s_.throw_if_cancelled();
         const int64_t n_act = static_cast<int64_t>(active.size());
         fwd.project_qkv(l, n_act);
         const bool loaded = !load_layers.empty() && l >= load_layers.front();

@@ -40,6 +40,10 @@ session::~session() = default;
 
 void session::reset() { cache_->n_filled = 0; }
 
+void session::throw_if_cancelled() const {
+    if (cancelled()) throw error(status::aborted, "session: cancelled");
+}
+
 const std::vector<float>& session::prefill(const std::vector<token_id>& tokens) {
     if (tokens.empty()) throw error(status::invalid_arg, "session: empty prompt");
     const int64_t start = cache_->n_filled;
@@ -49,6 +53,7 @@ const std::vector<float>& session::prefill(const std::vector<token_id>& tokens) 
     }
     const int64_t n = static_cast<int64_t>(tokens.size());
     for (int64_t b = 0; b < n; b += params_.n_batch) {
+        throw_if_cancelled();
         const int64_t nb = std::min<int64_t>(params_.n_batch, n - b);
         pos_.resize(static_cast<size_t>(nb));
         for (int64_t i = 0; i < nb; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(start + b + i);
@@ -73,6 +78,7 @@ const std::vector<float>& session::decode(token_id t) {
 generation_result session::generate(const std::vector<token_id>& prompt,
                                     const generation_params& gp, const token_callback& on_token) {
     reset();
+    clear_cancel();
     const auto t0 = std::chrono::steady_clock::now();
     prefill(prompt);
     return generate_after_prefill(logits_, gp, on_token, t0);
@@ -82,7 +88,6 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
                                                   const generation_params& gp,
                                                   const token_callback& on_token,
                                                   std::chrono::steady_clock::time_point t0) {
-    cancel_.store(false);
     generation_result res;
     const tokenizer& vocab = model_->vocab();
     const int32_t n_vocab = model_->hparams().n_vocab;
@@ -105,7 +110,7 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
         res.tokens.push_back(tok);
         const std::string piece = vocab.token_to_piece(tok);
         res.text += piece;
-        if (on_token && !on_token(tok, piece)) { res.stop_reason = "cancelled"; break; }
+        if (on_token && !on_token(tok, piece)) { res.stop_reason = "stopped"; break; }
         if (cancel_.load()) { res.stop_reason = "cancelled"; break; }
         if (i + 1 == gp.max_tokens) break;
         if (cache_->n_filled >= cache_->n_ctx()) { res.stop_reason = "context"; break; }

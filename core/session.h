@@ -44,7 +44,7 @@ struct generation_result {
     std::vector<token_id> tokens;  // generated ids (no prompt, no stop token)
     std::string text;
     std::vector<std::pair<token_id, float>> top_logprobs;
-    std::string stop_reason;  // "eog", "length", "context", "cancelled"
+    std::string stop_reason;  // "eog", "length", "context", "stopped" (callback), "cancelled"
     generation_stats stats;
 };
 
@@ -82,7 +82,13 @@ public:
                                              const token_callback& on_token,
                                              std::chrono::steady_clock::time_point t_request);
 
-    void cancel() { cancel_.store(true); }  // from any thread
+    // Cancellation (from any thread): prefill and blended prefill throw error(status::aborted)
+    // between layers or micro-batches, generation stops with stop_reason "cancelled". The flag
+    // holds until clear_cancel(), which a request calls when it starts.
+    void cancel() { cancel_.store(true); }
+    void clear_cancel() { cancel_.store(false); }
+    bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
+    void throw_if_cancelled() const;
 
 private:
     std::shared_ptr<const model> model_;

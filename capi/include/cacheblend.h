@@ -10,7 +10,9 @@
  *  - Params structs start with struct_size; call the *_init() helper (it records your sizeof),
  *    then set fields. Zero means "library default" for every field. NULL params = all defaults.
  *  - Strings are UTF-8, copied before return. The library never aborts, exits or prints.
- *  - Thread safety: models are immutable and shareable; one call at a time per session.
+ *  - Thread safety: models, KV stores and runtimes are shareable across threads; a session
+ *    serves one call at a time (a concurrent call returns CBL_MISUSE); cancel from any thread.
+ *  - Callbacks run on the calling thread; the library never frees a callback's user_data.
  *
  * This header is C99; it compiles with -Wall -Wextra -Werror -pedantic.
  */
@@ -126,6 +128,333 @@ CBL_API int32_t cbl_model_n_ctx_train(const cbl_model *model);
 CBL_API cbl_status cbl_tokenize(const cbl_model *model, const char *text, size_t len,
                                 bool add_special, bool parse_special, int32_t *ids, size_t cap,
                                 size_t *out_n);
+
+/* ---- devices ---- */
+/** Number of compute devices; device 0 is always the CPU. @since 0.1 */
+CBL_API int32_t cbl_device_count(void);
+/** Name of device i ("cpu", "cuda:0"), or NULL when out of range. Static string. @since 0.1 */
+CBL_API const char *cbl_device_name(int32_t i);
+
+/* ---- enums (explicit values, never reused; 0 always means "library default") ---- */
+/* Prefill modes. */
+#define CBL_MODE_DEFAULT 0 /* CBL_MODE_BLEND */
+#define CBL_MODE_FULL    1 /* compute every prompt token (the quality oracle) */
+#define CBL_MODE_PREFIX  2 /* reuse only the leading chunk's KV (exact prefix caching) */
+#define CBL_MODE_REUSE   3 /* reuse every cached chunk's KV as is (no recompute) */
+#define CBL_MODE_BLEND   4 /* CacheBlend: reuse, recompute the most deviating tokens */
+/* Retrieval modes. */
+#define CBL_SEARCH_DEFAULT 0 /* CBL_SEARCH_HYBRID */
+#define CBL_SEARCH_HYBRID  1 /* dense + BM25, reciprocal-rank fusion */
+#define CBL_SEARCH_DENSE   2 /* embedder + FAISS only */
+#define CBL_SEARCH_BM25    3 /* SQLite FTS5 only */
+/* KV formats of the chunk store. */
+#define CBL_KV_DEFAULT 0 /* CBL_KV_F16 */
+#define CBL_KV_F16     1
+#define CBL_KV_Q8      2 /* 8-bit per token and head: half the bytes, small fidelity cost */
+/* Document formats for cbl_runtime_ingest_text. */
+#define CBL_DOC_DEFAULT  0 /* CBL_DOC_TEXT */
+#define CBL_DOC_TEXT     1
+#define CBL_DOC_MARKDOWN 2
+#define CBL_DOC_HTML     3 /* markup stripped */
+/* Why generation stopped. */
+#define CBL_STOP_NONE     0 /* no generation ran */
+#define CBL_STOP_EOG      1 /* end-of-generation token */
+#define CBL_STOP_LENGTH   2 /* max_tokens reached */
+#define CBL_STOP_CONTEXT  3 /* the session's context is full */
+#define CBL_STOP_CALLBACK 4 /* the token callback returned false */
+
+/* ---- runtime: model + KV store + catalog + index in one handle ----
+ * Thread safety: a runtime is shared by any number of threads. Searches run in parallel; ingest
+ * and delete calls are serialized internally. Sessions made from it keep it alive. */
+typedef struct cbl_runtime cbl_runtime;
+
+typedef struct cbl_runtime_params {
+    size_t struct_size;         /* set by cbl_runtime_params_init() */
+    const char *model_path;     /* NULL = $CBL_MODEL, else the default model in the user cache */
+    const char *embedder_path;  /* NULL = $CBL_EMBED_MODEL, else the default embedder; a missing
+                                   default file means BM25-only retrieval (reported, not an error) */
+    const char *data_dir;       /* NULL = ${XDG_DATA_HOME:-~/.local/share}/cacheblend; created 0700 */
+    uint64_t kv_budget_bytes;   /* 0 = 8 GiB; least recently used chunk KV is evicted past it */
+    int32_t n_threads;          /* 0 = all cores */
+    const char *device;         /* NULL = "cpu"; a device this build lacks gives CBL_UNSUPPORTED */
+    bool no_embedder;           /* true: do not load an embedder (BM25 only) */
+    /* new fields are appended here only */
+} cbl_runtime_params;
+
+static inline void cbl_runtime_params_init(cbl_runtime_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/** Opens (creating when missing) the data directory and loads the model and the embedder.
+ *  On failure *out_runtime is NULL and nothing is left open. @since 0.1 */
+CBL_API cbl_status cbl_runtime_open(const cbl_runtime_params *params, cbl_runtime **out_runtime);
+/** Drops the caller's reference; sessions still using the runtime keep it open. @since 0.1 */
+CBL_API void cbl_runtime_free(cbl_runtime *runtime);
+/** A new reference to the runtime's model (free it with cbl_model_free). @since 0.1 */
+CBL_API cbl_status cbl_runtime_model(cbl_runtime *runtime, cbl_model **out_model);
+/** Why dense retrieval is off ("" when an embedder is loaded). Static until the runtime is
+ *  freed. @since 0.1 */
+CBL_API const char *cbl_runtime_notice(const cbl_runtime *runtime);
+/** Aborts the ingest calls running on this runtime now (any thread); they return CBL_ABORTED
+ *  after committing whole documents only. Later calls are not affected. @since 0.1 */
+CBL_API void cbl_runtime_interrupt(cbl_runtime *runtime);
+
+/* ---- ingest ---- */
+typedef struct cbl_progress {
+    size_t struct_size;   /* the library's sizeof; fields past the caller's header are extra */
+    const char *phase;    /* "scan", "ingest", "embed", "kv", "index" or "skip" */
+    int64_t done;
+    int64_t total;
+    const char *current;  /* the file being worked on ("" when none) */
+    const char *message;  /* phase "skip": why `current` was skipped */
+} cbl_progress;
+
+/** Progress callback, on the calling thread; return false to abort (CBL_ABORTED). The pointers
+ *  in *progress are valid during the call only. */
+typedef bool (*cbl_progress_fn)(const cbl_progress *progress, void *user_data);
+
+typedef struct cbl_ingest_params {
+    size_t struct_size;          /* set by cbl_ingest_params_init() */
+    const char *collection;      /* NULL = none; searches can filter on it */
+    const char *metadata_json;   /* ingest_text only: a JSON object stored with the document */
+    int32_t format;              /* ingest_text only: CBL_DOC_*; files go by their extension */
+    int32_t chunk_tokens;        /* 0 = 512 LLM tokens per chunk */
+    bool precompute_kv;          /* compute every new chunk's KV now (else on first use) */
+    cbl_progress_fn progress;    /* NULL = none */
+    void *progress_user_data;
+    /* new fields are appended here only */
+} cbl_ingest_params;
+
+static inline void cbl_ingest_params_init(cbl_ingest_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/* Output struct: the caller sets struct_size (cbl_ingest_report_init). */
+typedef struct cbl_ingest_report {
+    size_t struct_size;
+    int64_t files_seen, added, updated, unchanged, removed, skipped;
+    int64_t chunks_added, chunks_removed, embedded, kv_computed;
+} cbl_ingest_report;
+
+static inline void cbl_ingest_report_init(cbl_ingest_report *r) {
+    memset(r, 0, sizeof(*r));
+    r->struct_size = sizeof(*r);
+}
+
+/** Ingests text[0..len) as the document `uri` (replacing an older version of it). Each document
+ *  commits atomically. out_report may be NULL. @since 0.1 */
+CBL_API cbl_status cbl_runtime_ingest_text(cbl_runtime *runtime, const char *uri, const char *text,
+                                           size_t len, const cbl_ingest_params *params,
+                                           cbl_ingest_report *out_report);
+/** Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
+ *  content hash; files that cannot be read are skipped with a reason (progress phase "skip")
+ *  and the rest go on. Documents committed before an abort or error stay. @since 0.1 */
+CBL_API cbl_status cbl_runtime_ingest_path(cbl_runtime *runtime, const char *path,
+                                           const cbl_ingest_params *params,
+                                           cbl_ingest_report *out_report);
+/** Removes a document, its vectors and (last reference) its chunks' KV. *out_found tells
+ *  whether it existed. @since 0.1 */
+CBL_API cbl_status cbl_runtime_delete(cbl_runtime *runtime, const char *uri, bool *out_found);
+
+/* ---- search ---- */
+typedef struct cbl_search_params {
+    size_t struct_size;      /* set by cbl_search_params_init() */
+    int32_t k;               /* 0 = 5 */
+    int32_t mode;            /* CBL_SEARCH_* */
+    const char *collection;  /* NULL = every collection */
+    const char *uri_prefix;  /* NULL = every document; else only uris starting with it */
+    /* new fields are appended here only */
+} cbl_search_params;
+
+static inline void cbl_search_params_init(cbl_search_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/* One retrieved chunk (also a citation). Output struct: the caller sets struct_size
+ * (cbl_hit_init). Strings are borrowed from the results or answer handle. */
+typedef struct cbl_hit {
+    size_t struct_size;
+    int64_t chunk_id;
+    const char *uri;     /* the document */
+    int64_t start, end;  /* byte range of the chunk in the source document */
+    double score;        /* RRF (hybrid), cosine (dense) or -bm25 (bm25): higher is better */
+    const char *text;    /* the chunk's text, NUL-terminated */
+    size_t text_len;
+    int32_t n_tokens;    /* LLM tokens */
+} cbl_hit;
+
+static inline void cbl_hit_init(cbl_hit *h) {
+    memset(h, 0, sizeof(*h));
+    h->struct_size = sizeof(*h);
+}
+
+typedef struct cbl_results cbl_results;
+
+/** Best-first chunks for `query`. @since 0.1 */
+CBL_API cbl_status cbl_runtime_search(cbl_runtime *runtime, const char *query,
+                                      const cbl_search_params *params, cbl_results **out_results);
+/** Number of hits (0 for NULL). @since 0.1 */
+CBL_API size_t cbl_results_count(const cbl_results *results);
+/** Hit i; its strings live until cbl_results_free. CBL_RANGE past the end. @since 0.1 */
+CBL_API cbl_status cbl_results_hit(const cbl_results *results, size_t i, cbl_hit *out_hit);
+/** What the retriever changed, e.g. dense search skipped without an embedder ("" if nothing). */
+CBL_API const char *cbl_results_notice(const cbl_results *results);
+/** NULL is a no-op. @since 0.1 */
+CBL_API void cbl_results_free(cbl_results *results);
+
+/* ---- chunk KV store (for apps with their own retrieval) ---- */
+typedef struct cbl_kvstore cbl_kvstore;
+
+typedef struct cbl_kvstore_params {
+    size_t struct_size;        /* set by cbl_kvstore_params_init() */
+    uint64_t budget_bytes;     /* 0 = 8 GiB */
+    bool direct_io;            /* read with O_DIRECT (bypass the page cache) */
+    /* new fields are appended here only */
+} cbl_kvstore_params;
+
+static inline void cbl_kvstore_params_init(cbl_kvstore_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/** Opens (creating 0700) a chunk KV store in dir. Thread-safe; processes may share it. */
+CBL_API cbl_status cbl_kvstore_open(const char *dir, const cbl_kvstore_params *params,
+                                    cbl_kvstore **out_store);
+/** Drops the caller's reference. NULL is a no-op. @since 0.1 */
+CBL_API void cbl_kvstore_free(cbl_kvstore *store);
+
+/* ---- sessions: one request at a time ----
+ * A session may move between threads but serves one call at a time: a second concurrent call,
+ * or a callback calling back into its own session, returns CBL_MISUSE. cbl_session_cancel may
+ * be called from any thread. */
+typedef struct cbl_session cbl_session;
+
+typedef struct cbl_session_params {
+    size_t struct_size;     /* set by cbl_session_params_init() */
+    int32_t n_threads;      /* 0 = the runtime's (or all cores) */
+    int32_t n_ctx;          /* 0 = the model's training context, at most 8192 */
+    int32_t mode;           /* CBL_MODE_* */
+    float recompute_ratio;  /* 0 = 0.15; share of reused tokens recomputed in CBL_MODE_BLEND */
+    bool auto_ratio;        /* pick the ratio from measured load and compute rates */
+    int32_t kv_format;      /* CBL_KV_* */
+    /* new fields are appended here only */
+} cbl_session_params;
+
+static inline void cbl_session_params_init(cbl_session_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/** A session over the runtime's model and KV store. @since 0.1 */
+CBL_API cbl_status cbl_session_create(cbl_runtime *runtime, const cbl_session_params *params,
+                                      cbl_session **out_session);
+/** A session over a model and a KV store of your own (cbl_session_prefill_chunks only). */
+CBL_API cbl_status cbl_session_create_with(cbl_model *model, cbl_kvstore *store,
+                                           const cbl_session_params *params,
+                                           cbl_session **out_session);
+/** NULL is a no-op. Must not race a call on the same session. @since 0.1 */
+CBL_API void cbl_session_free(cbl_session *session);
+/** Makes the session's running call return CBL_ABORTED soon (between layers or tokens). Any
+ *  thread; NULL is a no-op; without a running call it does nothing. @since 0.1 */
+CBL_API void cbl_session_cancel(cbl_session *session);
+
+/** Token callback, on the calling thread: piece[0..len) is the token's text (not NUL-terminated;
+ *  may be a partial UTF-8 sequence). Return false to stop generating (CBL_STOP_CALLBACK). */
+typedef bool (*cbl_token_fn)(const char *piece, size_t len, int32_t token, void *user_data);
+
+typedef struct cbl_generate_params {
+    size_t struct_size;      /* set by cbl_generate_params_init() */
+    int32_t max_tokens;      /* 0 = 128 */
+    float temperature;       /* 0 = greedy */
+    uint64_t seed;           /* sampling seed for temperature > 0 */
+    cbl_token_fn on_token;   /* NULL = none */
+    void *user_data;
+    /* new fields are appended here only */
+} cbl_generate_params;
+
+static inline void cbl_generate_params_init(cbl_generate_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+typedef struct cbl_ask_params {
+    size_t struct_size;      /* set by cbl_ask_params_init() */
+    int32_t k;               /* chunks to retrieve; 0 = 4 */
+    int32_t search_mode;     /* CBL_SEARCH_* */
+    const char *collection;  /* NULL = every collection */
+    const char *uri_prefix;  /* NULL = every document */
+    int32_t max_tokens;      /* 0 = 128 */
+    float temperature;       /* 0 = greedy */
+    uint64_t seed;
+    cbl_token_fn on_token;   /* NULL = none */
+    void *user_data;
+    bool compare_full;       /* also time the same prompt in CBL_MODE_FULL (stats.full_ttft_ms) */
+    /* new fields are appended here only */
+} cbl_ask_params;
+
+static inline void cbl_ask_params_init(cbl_ask_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/* Per-request statistics. Output struct: the caller sets struct_size (cbl_stats_init). */
+typedef struct cbl_stats {
+    size_t struct_size;
+    int32_t mode;             /* CBL_MODE_* that ran */
+    float ratio;              /* recompute ratio used */
+    double ttft_ms;           /* request start to the first sampled token */
+    double prefill_ms;        /* blended prefill alone */
+    double load_ms, load_wait_ms, select_ms, compute_ms, search_ms;
+    double decode_tokens_per_s;
+    double full_ttft_ms;      /* compare_full only, else 0 */
+    int64_t prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed;
+    uint64_t bytes_loaded;    /* chunk KV read from the store */
+    int32_t chunks_hit, chunks_missed;
+    int32_t chunks_used, chunks_dropped;  /* ask: retrieved chunks in / left out of the prompt */
+    int32_t generated_tokens;
+    int32_t stop_reason;      /* CBL_STOP_* */
+    const char *notice;       /* what ran differently, e.g. "no cached chunks: computed in full"
+                                 ("" if nothing); valid until cbl_answer_free, or for
+                                 cbl_session_prefill_chunks until the next call on the session */
+} cbl_stats;
+
+static inline void cbl_stats_init(cbl_stats *s) {
+    memset(s, 0, sizeof(*s));
+    s->struct_size = sizeof(*s);
+}
+
+typedef struct cbl_answer cbl_answer;
+
+/** Retrieves the best chunks for `question`, assembles [preamble][chunks][question] in the chat
+ *  template within the context (lowest-ranked chunks dropped, counted in stats), prefills with
+ *  the session's mode reusing the store's chunk KV, and generates the answer, streaming tokens to
+ *  on_token. Chunks computed from scratch are stored afterwards. @since 0.1 */
+CBL_API cbl_status cbl_session_ask(cbl_session *session, const char *question,
+                                   const cbl_ask_params *params, cbl_answer **out_answer);
+/** Lower level: prefills [preamble][chunks...][question] from your own chunks (in prompt order),
+ *  reusing their stored KV and storing the misses. Follow with cbl_session_generate. lens may be
+ *  NULL for NUL-terminated chunks. out_stats may be NULL. @since 0.1 */
+CBL_API cbl_status cbl_session_prefill_chunks(cbl_session *session, const char *const *chunks,
+                                              const size_t *lens, size_t n_chunks,
+                                              const char *question, cbl_stats *out_stats);
+/** Generates from the last cbl_session_prefill_chunks (once per prefill; CBL_MISUSE otherwise).
+ *  @since 0.1 */
+CBL_API cbl_status cbl_session_generate(cbl_session *session, const cbl_generate_params *params,
+                                        cbl_answer **out_answer);
+
+/** The answer's text, NUL-terminated ("" for NULL). Lives until cbl_answer_free. @since 0.1 */
+CBL_API const char *cbl_answer_text(const cbl_answer *answer);
+/** Citations: the chunks the prompt used, best first (0 for prefill_chunks answers). */
+CBL_API size_t cbl_answer_n_citations(const cbl_answer *answer);
+/** Citation i; strings live until cbl_answer_free. CBL_RANGE past the end. @since 0.1 */
+CBL_API cbl_status cbl_answer_citation(const cbl_answer *answer, size_t i, cbl_hit *out_hit);
+/** The request's statistics. @since 0.1 */
+CBL_API cbl_status cbl_answer_stats(const cbl_answer *answer, cbl_stats *out_stats);
+/** NULL is a no-op. @since 0.1 */
+CBL_API void cbl_answer_free(cbl_answer *answer);
 
 #ifdef __cplusplus
 }

@@ -6,37 +6,11 @@
 #include <memory>
 
 #include "capi/src/guard.h"
+#include "capi/src/handles.h"
+#include "capi/src/params.h"
 #include "core/log.h"
 #include "core/model.h"
 
-struct cbl_model {
-    std::shared_ptr<const cacheblend::model> m;
-};
-
-namespace {
-
-// Reads the caller's params struct: min(struct_size, ours); unknown non-zero trailing bytes are
-// a request for a feature this library does not have.
-cbl_status read_model_params(const cbl_model_params* in, cbl_model_params* out) {
-    cbl_model_params_init(out);
-    if (!in) return CBL_OK;
-    if (in->struct_size < sizeof(size_t)) {
-        return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_model_load: params.struct_size is 0");
-    }
-    const size_t n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
-    std::memcpy(out, in, n);
-    const auto* bytes = reinterpret_cast<const unsigned char*>(in);
-    for (size_t i = sizeof(*out); i < in->struct_size; ++i) {
-        if (bytes[i] != 0) {
-            return cacheblend::capi::set_error(
-                CBL_UNSUPPORTED, "cbl_model_load: params set fields this library does not know");
-        }
-    }
-    out->struct_size = sizeof(*out);
-    return CBL_OK;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -64,7 +38,7 @@ cbl_status cbl_model_load(const char* path, const cbl_model_params* params, cbl_
             return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_model_load: path and out_model are required");
         }
         cbl_model_params p;
-        if (cbl_status s = read_model_params(params, &p); s != CBL_OK) return s;
+        if (cbl_status s = cacheblend::capi::read_params("cbl_model_load", params, &p, cbl_model_params_init); s != CBL_OK) return s;
         cacheblend::model_load_params lp;
         lp.vocab_only = p.vocab_only;
         auto h = std::make_unique<cbl_model>();

@@ -1,0 +1,164 @@
+#include "capi/src/convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace cacheblend::capi {
+namespace {
+
+[[noreturn]] void bad(const char* fn, const std::string& what) {
+    throw error(status::invalid_arg, std::string(fn) + ": " + what);
+}
+
+}  // namespace
+
+void check_device(const char* fn, const char* device) {
+    if (!device || !*device || std::strcmp(device, "cpu") == 0) return;
+    if (std::strncmp(device, "cuda", 4) == 0) {
+        throw error(status::unsupported, std::string(fn) + ": device '" + device +
+                                             "': this build has no CUDA backend (CBL_CUDA=OFF)");
+    }
+    bad(fn, std::string("unknown device '") + device + "' (expected \"cpu\" or \"cuda:N\")");
+}
+
+search_mode to_search_mode(const char* fn, int32_t mode) {
+    switch (mode) {
+        case CBL_SEARCH_DEFAULT:
+        case CBL_SEARCH_HYBRID: return search_mode::hybrid;
+        case CBL_SEARCH_DENSE: return search_mode::dense;
+        case CBL_SEARCH_BM25: return search_mode::bm25;
+        default: bad(fn, fmt("unknown search mode %d", mode));
+    }
+}
+
+doc_kind to_doc_kind(const char* fn, int32_t format) {
+    switch (format) {
+        case CBL_DOC_DEFAULT:
+        case CBL_DOC_TEXT: return doc_kind::text;
+        case CBL_DOC_MARKDOWN: return doc_kind::markdown;
+        case CBL_DOC_HTML: return doc_kind::html;
+        default: bad(fn, fmt("unknown document format %d", format));
+    }
+}
+
+void to_core(const char* fn, const cbl_session_params& in, const model& m, int32_t runtime_threads,
+             session_params* sp, blend_params* bp) {
+    const int32_t n_train = m.hparams().n_ctx_train;
+    if (in.n_threads < 0 || in.n_threads > 1024) bad(fn, fmt("n_threads %d out of [0, 1024]", in.n_threads));
+    if (in.n_ctx < 0 || in.n_ctx > n_train) {
+        bad(fn, fmt("n_ctx %d out of [0, %d] (the model's training context)", in.n_ctx, n_train));
+    }
+    sp->n_threads = in.n_threads > 0 ? in.n_threads : runtime_threads;
+    sp->n_ctx = in.n_ctx > 0 ? in.n_ctx : std::min(n_train, 8192);
+    switch (in.mode) {
+        case CBL_MODE_DEFAULT:
+        case CBL_MODE_BLEND: bp->mode = blend_mode::blend; break;
+        case CBL_MODE_FULL: bp->mode = blend_mode::full; break;
+        case CBL_MODE_PREFIX: bp->mode = blend_mode::prefix; break;
+        case CBL_MODE_REUSE: bp->mode = blend_mode::reuse; break;
+        default: bad(fn, fmt("unknown mode %d", in.mode));
+    }
+    if (std::isnan(in.recompute_ratio) || in.recompute_ratio < 0.f || in.recompute_ratio > 1.f) {
+        bad(fn, "recompute_ratio must be within [0, 1] (0 = default 0.15; use CBL_MODE_REUSE "
+                "for no recompute)");
+    }
+    if (in.recompute_ratio > 0.f) bp->ratio = in.recompute_ratio;
+    bp->ratio_auto = in.auto_ratio;
+    switch (in.kv_format) {
+        case CBL_KV_DEFAULT:
+        case CBL_KV_F16: bp->format = kv_format::f16; break;
+        case CBL_KV_Q8: bp->format = kv_format::q8; break;
+        default: bad(fn, fmt("unknown kv_format %d", in.kv_format));
+    }
+}
+
+generation_params to_generation(const char* fn, int32_t max_tokens, float temperature,
+                                uint64_t seed) {
+    if (max_tokens < 0 || max_tokens > (1 << 24)) bad(fn, fmt("max_tokens %d out of range", max_tokens));
+    if (std::isnan(temperature) || temperature < 0.f) bad(fn, "temperature must be >= 0");
+    generation_params g;
+    g.max_tokens = max_tokens > 0 ? max_tokens : 128;
+    g.sampling.temperature = temperature;
+    g.sampling.seed = seed;
+    return g;
+}
+
+search_filter to_filter(const char* collection, const char* uri_prefix) {
+    search_filter f;
+    if (collection) f.collection = collection;
+    if (uri_prefix) f.uri_prefix = uri_prefix;
+    return f;
+}
+
+int32_t mode_code(const std::string& name) {
+    blend_mode m{};
+    if (!parse_blend_mode(name, &m)) return CBL_MODE_DEFAULT;
+    switch (m) {
+        case blend_mode::full: return CBL_MODE_FULL;
+        case blend_mode::prefix: return CBL_MODE_PREFIX;
+        case blend_mode::reuse: return CBL_MODE_REUSE;
+        case blend_mode::blend: return CBL_MODE_BLEND;
+    }
+    return CBL_MODE_DEFAULT;
+}
+
+int32_t stop_code(const std::string& r) {
+    if (r == "eog") return CBL_STOP_EOG;
+    if (r == "length") return CBL_STOP_LENGTH;
+    if (r == "context") return CBL_STOP_CONTEXT;
+    if (r == "stopped") return CBL_STOP_CALLBACK;
+    return CBL_STOP_NONE;
+}
+
+cbl_stats to_stats(const blend_stats& b, const generation_result* g, const std::string& notice) {
+    cbl_stats s;
+    cbl_stats_init(&s);
+    s.mode = mode_code(b.mode);
+    s.ratio = b.ratio;
+    s.prefill_ms = b.ttft_ms;
+    s.ttft_ms = g ? g->stats.ttft_ms : b.ttft_ms;
+    s.load_ms = b.load_ms;
+    s.load_wait_ms = b.load_wait_ms;
+    s.select_ms = b.select_ms;
+    s.compute_ms = b.compute_ms;
+    s.prompt_tokens = b.tokens_total;
+    s.tokens_reused = b.tokens_reused;
+    s.tokens_recomputed = b.tokens_recomputed;
+    s.tokens_missed = b.tokens_missed;
+    s.bytes_loaded = b.bytes_loaded;
+    s.chunks_hit = b.chunks_hit;
+    s.chunks_missed = b.chunks_missed;
+    if (g) {
+        s.decode_tokens_per_s = g->stats.decode_tokens_per_s;
+        s.generated_tokens = g->stats.generated_tokens;
+        s.stop_reason = stop_code(g->stop_reason);
+    }
+    s.notice = notice.c_str();
+    return s;
+}
+
+cbl_hit to_hit(const search_hit& h) {
+    cbl_hit o;
+    cbl_hit_init(&o);
+    o.chunk_id = h.chunk_id;
+    o.uri = h.uri.c_str();
+    o.start = h.start;
+    o.end = h.end;
+    o.score = h.score;
+    o.text = h.text.c_str();
+    o.text_len = h.text.size();
+    o.n_tokens = h.n_tokens;
+    return o;
+}
+
+token_callback to_token_callback(cbl_token_fn fn, void* user) {
+    if (!fn) return nullptr;
+    return [fn, user](token_id id, const std::string& piece) {
+        return fn(piece.data(), piece.size(), id, user);
+    };
+}
+
+}  // namespace cacheblend::capi

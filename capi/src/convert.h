@@ -1,0 +1,39 @@
+// Conversions between the C ABI's values and the C++ core's: enums, params with their defaults and
+// range checks, stats and hits. Invalid values become cacheblend::error(status::invalid_arg)
+// naming the C function and field.
+#pragma once
+
+#include <string>
+
+#include "cacheblend.h"
+#include "core/blend.h"
+#include "core/session.h"
+#include "retrieval/hybrid-search.h"
+#include "retrieval/rag-runtime.h"
+#include "retrieval/text-extract.h"
+
+namespace cacheblend::capi {
+
+// NULL, "" and "cpu" are the CPU; a CUDA name is CBL_UNSUPPORTED in a build without CUDA.
+void check_device(const char* fn, const char* device);
+
+search_mode to_search_mode(const char* fn, int32_t mode);
+doc_kind to_doc_kind(const char* fn, int32_t format);
+void to_core(const char* fn, const cbl_session_params& in, const model& m, int32_t runtime_threads,
+             session_params* sp, blend_params* bp);
+// Sampling fields shared by ask and generate.
+generation_params to_generation(const char* fn, int32_t max_tokens, float temperature,
+                                uint64_t seed);
+search_filter to_filter(const char* collection, const char* uri_prefix);
+
+int32_t mode_code(const std::string& blend_mode_name);
+int32_t stop_code(const std::string& stop_reason);
+
+// Stats of a request; notice must outlive the returned struct's use.
+cbl_stats to_stats(const blend_stats& b, const generation_result* g, const std::string& notice);
+cbl_hit to_hit(const search_hit& h);
+
+// The token callback as the core's (nullptr when fn is NULL).
+token_callback to_token_callback(cbl_token_fn fn, void* user);
+
+}  // namespace cacheblend::capi

@@ -1,0 +1,45 @@
+// What the opaque C handles hold. Each wraps shared ownership of its C++ object, so freeing a
+// handle drops only the caller's reference (children keep their parents alive: STYLE.md §5).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cacheblend.h"
+#include "core/kv-store.h"
+#include "core/model.h"
+#include "retrieval/hybrid-search.h"
+#include "retrieval/rag-runtime.h"
+
+struct cbl_model {
+    std::shared_ptr<const cacheblend::model> m;
+};
+
+struct cbl_runtime {
+    std::shared_ptr<cacheblend::rag_runtime> rt;
+};
+
+struct cbl_kvstore {
+    std::shared_ptr<cacheblend::kv_store> kv;
+};
+
+struct cbl_results {
+    std::vector<cacheblend::search_hit> hits;
+    std::string notice;
+};
+
+struct cbl_answer {
+    std::string text;
+    std::vector<cacheblend::search_hit> citations;
+    cbl_stats stats{};
+    std::string notice;  // stats.notice points here
+};
+
+struct cbl_session {
+    std::shared_ptr<cacheblend::rag_runtime> rt;  // null for cbl_session_create_with
+    std::unique_ptr<cacheblend::rag_session> s;
+    std::atomic<bool> busy{false};  // one call at a time: a second one is CBL_MISUSE
+    std::string notice;             // of the last prefill_chunks (its stats.notice)
+};

@@ -1,0 +1,55 @@
+// Sized structs across the ABI (STYLE.md §3): the library reads min(struct_size, sizeof(ours)) of
+// a caller's params, so an older, smaller struct gets defaults for the fields it lacks, and a
+// newer, larger one is refused (CBL_UNSUPPORTED) only when it sets a field this library does not
+// know. Output structs are written the same way: only the bytes the caller's struct has.
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include "capi/src/guard.h"
+
+namespace cacheblend::capi {
+
+// *out = defaults (init), then the caller's known prefix. NULL in = all defaults.
+template <typename T>
+cbl_status read_params(const char* fn, const T* in, T* out, void (*init)(T*)) {
+    init(out);
+    if (!in) return CBL_OK;
+    if (in->struct_size < sizeof(size_t)) {
+        return set_error(CBL_INVALID_ARG, std::string(fn) + ": params.struct_size is not set " +
+                                              "(call the params' _init() helper first)");
+    }
+    const size_t n = in->struct_size < sizeof(T) ? in->struct_size : sizeof(T);
+    std::memcpy(static_cast<void*>(out), in, n);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(in);
+    for (size_t i = sizeof(T); i < in->struct_size; ++i) {
+        if (bytes[i] != 0) {
+            return set_error(CBL_UNSUPPORTED,
+                             std::string(fn) + ": params set fields this library does not know " +
+                                 "(it is older than the header the caller was built with)");
+        }
+    }
+    out->struct_size = sizeof(T);
+    return CBL_OK;
+}
+
+// Copies the part of `ours` that the caller's output struct has room for.
+template <typename T>
+cbl_status write_out(const char* fn, const T& ours, T* out) {
+    if (out->struct_size < sizeof(size_t)) {
+        return set_error(CBL_INVALID_ARG, std::string(fn) + ": output struct_size is not set " +
+                                              "(call its _init() helper first)");
+    }
+    const size_t caller = out->struct_size;
+    const size_t n = caller < sizeof(T) ? caller : sizeof(T);
+    std::memcpy(static_cast<void*>(out), &ours, n);
+    out->struct_size = caller;
+    return CBL_OK;
+}
+
+inline cbl_status invalid(const char* fn, const std::string& what) {
+    return set_error(CBL_INVALID_ARG, std::string(fn) + ": " + what);
+}
+
+}  // namespace cacheblend::capi

@@ -1,0 +1,226 @@
+// C ABI: the runtime (open, ingest, delete, search) and search results.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "capi/src/convert.h"
+#include "capi/src/guard.h"
+#include "capi/src/handles.h"
+#include "capi/src/params.h"
+#include "core/error.h"
+
+using cacheblend::capi::invalid;
+using cacheblend::capi::read_params;
+using cacheblend::capi::write_out;
+
+namespace {
+
+// The ingest settings shared by the text and path entry points. The progress trampoline owns
+// the strings its C view points into for the duration of one callback.
+cacheblend::ingest_params to_ingest(const char* fn, const cbl_ingest_params& in) {
+    if (in.chunk_tokens != 0 && (in.chunk_tokens < 8 || in.chunk_tokens > (1 << 16))) {
+        throw cacheblend::error(cacheblend::status::invalid_arg,
+                                std::string(fn) + ": chunk_tokens must be 0 or within [8, 65536]");
+    }
+    cacheblend::ingest_params p;
+    if (in.chunk_tokens > 0) p.chunking.max_tokens = in.chunk_tokens;
+    if (in.collection) p.collection = in.collection;
+    if (cbl_progress_fn cb = in.progress) {
+        void* user = in.progress_user_data;
+        p.progress = [cb, user](const cacheblend::ingest_progress& pr) {
+            cbl_progress c{};
+            c.struct_size = sizeof(c);
+            c.phase = pr.phase ? pr.phase : "";
+            c.done = pr.done;
+            c.total = pr.total;
+            c.current = pr.current.c_str();
+            c.message = "";
+            return cb(&c, user);
+        };
+    }
+    return p;
+}
+
+cbl_ingest_report to_report(const cacheblend::ingest_report& r) {
+    cbl_ingest_report o;
+    cbl_ingest_report_init(&o);
+    o.files_seen = r.files_seen;
+    o.added = r.added;
+    o.updated = r.updated;
+    o.unchanged = r.unchanged;
+    o.removed = r.removed;
+    o.skipped = std::max<int64_t>(r.skipped, static_cast<int64_t>(r.skipped_files.size()));
+    o.chunks_added = r.chunks_added;
+    o.chunks_removed = r.chunks_removed;
+    o.embedded = r.embedded;
+    o.kv_computed = r.kv_computed;
+    return o;
+}
+
+// Files skipped with a reason reach the caller as progress reports of phase "skip".
+void report_skips(const cbl_ingest_params& in, const cacheblend::ingest_report& r) {
+    if (!in.progress) return;
+    int64_t i = 0;
+    for (const auto& [path, why] : r.skipped_files) {
+        cbl_progress c{};
+        c.struct_size = sizeof(c);
+        c.phase = "skip";
+        c.done = ++i;
+        c.total = static_cast<int64_t>(r.skipped_files.size());
+        c.current = path.c_str();
+        c.message = why.c_str();
+        if (!in.progress(&c, in.progress_user_data)) break;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_runtime) {
+    if (out_runtime) *out_runtime = nullptr;
+    return CBL_API_GUARD({
+        if (!out_runtime) return invalid(__func__, "out_runtime is required");
+        cbl_runtime_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_runtime_params_init)) return s;
+        cacheblend::capi::check_device(__func__, p.device);
+        if (p.n_threads < 0 || p.n_threads > 1024) return invalid(__func__, "n_threads out of [0, 1024]");
+        cacheblend::rag_runtime_params rp;
+        if (p.model_path) rp.model_path = p.model_path;
+        if (p.embedder_path) rp.embedder_path = p.embedder_path;
+        if (p.data_dir) rp.data_dir = p.data_dir;
+        rp.no_embedder = p.no_embedder;
+        rp.kv_budget_bytes = p.kv_budget_bytes;
+        rp.n_threads = p.n_threads;
+        auto h = std::make_unique<cbl_runtime>();
+        h->rt = cacheblend::rag_runtime::open(rp);
+        *out_runtime = h.release();
+        return CBL_OK;
+    });
+}
+
+void cbl_runtime_free(cbl_runtime* runtime) { delete runtime; }
+
+cbl_status cbl_runtime_model(cbl_runtime* runtime, cbl_model** out_model) {
+    if (out_model) *out_model = nullptr;
+    return CBL_API_GUARD({
+        if (!runtime || !out_model) return invalid(__func__, "runtime and out_model are required");
+        auto h = std::make_unique<cbl_model>();
+        h->m = runtime->rt->llm();
+        *out_model = h.release();
+        return CBL_OK;
+    });
+}
+
+const char* cbl_runtime_notice(const cbl_runtime* runtime) {
+    return runtime ? runtime->rt->notice().c_str() : "";
+}
+
+void cbl_runtime_interrupt(cbl_runtime* runtime) {
+    if (runtime) runtime->rt->interrupt();
+}
+
+cbl_status cbl_runtime_ingest_text(cbl_runtime* runtime, const char* uri, const char* text,
+                                   size_t len, const cbl_ingest_params* params,
+                                   cbl_ingest_report* out_report) {
+    return CBL_API_GUARD({
+        if (!runtime || !uri || !*uri) return invalid(__func__, "runtime and a non-empty uri are required");
+        if (!text && len > 0) return invalid(__func__, "text is NULL but len > 0");
+        cbl_ingest_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_ingest_params_init)) return s;
+        const cacheblend::doc_kind kind = cacheblend::capi::to_doc_kind(__func__, p.format);
+        cacheblend::ingest_report r;
+        runtime->rt->ingest_text(uri, std::string_view(text ? text : "", len), kind,
+                                 p.metadata_json ? p.metadata_json : "", to_ingest(__func__, p),
+                                 p.precompute_kv, &r);
+        return out_report ? write_out(__func__, to_report(r), out_report) : CBL_OK;
+    });
+}
+
+cbl_status cbl_runtime_ingest_path(cbl_runtime* runtime, const char* path,
+                                   const cbl_ingest_params* params, cbl_ingest_report* out_report) {
+    return CBL_API_GUARD({
+        if (!runtime || !path || !*path) return invalid(__func__, "runtime and a non-empty path are required");
+        cbl_ingest_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_ingest_params_init)) return s;
+        if (p.metadata_json) return invalid(__func__, "metadata_json applies to ingest_text only");
+        const cacheblend::ingest_report r =
+            runtime->rt->ingest_paths({path}, to_ingest(__func__, p), p.precompute_kv);
+        report_skips(p, r);
+        return out_report ? write_out(__func__, to_report(r), out_report) : CBL_OK;
+    });
+}
+
+cbl_status cbl_runtime_delete(cbl_runtime* runtime, const char* uri, bool* out_found) {
+    if (out_found) *out_found = false;
+    return CBL_API_GUARD({
+        if (!runtime || !uri) return invalid(__func__, "runtime and uri are required");
+        const bool found = runtime->rt->remove(uri);
+        if (out_found) *out_found = found;
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_runtime_search(cbl_runtime* runtime, const char* query,
+                              const cbl_search_params* params, cbl_results** out_results) {
+    if (out_results) *out_results = nullptr;
+    return CBL_API_GUARD({
+        if (!runtime || !query || !out_results) {
+            return invalid(__func__, "runtime, query and out_results are required");
+        }
+        cbl_search_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_search_params_init)) return s;
+        if (p.k < 0 || p.k > 10000) return invalid(__func__, "k out of [0, 10000]");
+        cacheblend::search_params sp;
+        if (p.k > 0) sp.k = p.k;
+        sp.mode = cacheblend::capi::to_search_mode(__func__, p.mode);
+        sp.filter = cacheblend::capi::to_filter(p.collection, p.uri_prefix);
+        cacheblend::search_result r = runtime->rt->search(query, sp);
+        auto h = std::make_unique<cbl_results>();
+        h->hits = std::move(r.hits);
+        h->notice = std::move(r.notice);
+        *out_results = h.release();
+        return CBL_OK;
+    });
+}
+
+size_t cbl_results_count(const cbl_results* results) { return results ? results->hits.size() : 0; }
+
+cbl_status cbl_results_hit(const cbl_results* results, size_t i, cbl_hit* out_hit) {
+    return CBL_API_GUARD({
+        if (!results || !out_hit) return invalid(__func__, "results and out_hit are required");
+        if (i >= results->hits.size()) {
+            return cacheblend::capi::set_error(
+                CBL_RANGE, cacheblend::fmt("cbl_results_hit: index %zu of %zu hits", i, results->hits.size()));
+        }
+        return write_out(__func__, cacheblend::capi::to_hit(results->hits[i]), out_hit);
+    });
+}
+
+const char* cbl_results_notice(const cbl_results* results) {
+    return results ? results->notice.c_str() : "";
+}
+
+void cbl_results_free(cbl_results* results) { delete results; }
+
+cbl_status cbl_kvstore_open(const char* dir, const cbl_kvstore_params* params,
+                            cbl_kvstore** out_store) {
+    if (out_store) *out_store = nullptr;
+    return CBL_API_GUARD({
+        if (!dir || !*dir || !out_store) return invalid(__func__, "dir and out_store are required");
+        cbl_kvstore_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_kvstore_params_init)) return s;
+        cacheblend::kv_store_params kp;
+        kp.dir = dir;
+        kp.budget_bytes = p.budget_bytes;
+        kp.direct_io = p.direct_io;
+        auto h = std::make_unique<cbl_kvstore>();
+        h->kv = cacheblend::kv_store::open(kp);
+        *out_store = h.release();
+        return CBL_OK;
+    });
+}
+
+void cbl_kvstore_free(cbl_kvstore* store) { delete store; }
+
+}  // extern "C"

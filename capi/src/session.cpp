@@ -1,0 +1,209 @@
+// C ABI: sessions (ask, prefill_chunks, generate, cancel) and answers.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/src/convert.h"
+#include "capi/src/guard.h"
+#include "capi/src/handles.h"
+#include "capi/src/params.h"
+#include "core/error.h"
+
+using cacheblend::capi::invalid;
+using cacheblend::capi::read_params;
+using cacheblend::capi::write_out;
+
+namespace {
+
+// Holds the session's busy flag for one call; a second concurrent call (or a callback calling
+// back into its own session) finds it taken.
+class busy_scope {
+public:
+    explicit busy_scope(cbl_session* s) : s_(s), ok_(!s->busy.exchange(true)) {}
+    ~busy_scope() {
+        if (ok_) s_->busy.store(false);
+    }
+    busy_scope(const busy_scope&) = delete;
+    busy_scope& operator=(const busy_scope&) = delete;
+    bool ok() const { return ok_; }
+
+private:
+    cbl_session* s_;
+    bool ok_;
+};
+
+cbl_status busy_error(const char* fn) {
+    return cacheblend::capi::set_error(
+        CBL_MISUSE, std::string(fn) + ": the session is serving another call (one call at a time "
+                                      "per session; callbacks must not call into their session)");
+}
+
+cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model> m,
+                        std::shared_ptr<cacheblend::kv_store> kv, int32_t runtime_threads,
+                        std::shared_ptr<cacheblend::rag_runtime> rt,
+                        const cbl_session_params* params, cbl_session** out) {
+    cbl_session_params p;
+    if (cbl_status s = read_params(fn, params, &p, cbl_session_params_init)) return s;
+    cacheblend::session_params sp;
+    cacheblend::blend_params bp;
+    cacheblend::capi::to_core(fn, p, *m, runtime_threads, &sp, &bp);
+    auto h = std::make_unique<cbl_session>();
+    h->rt = std::move(rt);
+    h->s = std::make_unique<cacheblend::rag_session>(std::move(m), std::move(kv), sp, bp);
+    *out = h.release();
+    return CBL_OK;
+}
+
+std::unique_ptr<cbl_answer> make_answer(const cacheblend::generation_result& g,
+                                        const cacheblend::blend_stats& b, std::string notice) {
+    auto a = std::make_unique<cbl_answer>();
+    a->text = g.text;
+    a->notice = std::move(notice);
+    a->stats = cacheblend::capi::to_stats(b, &g, a->notice);
+    return a;
+}
+
+}  // namespace
+
+extern "C" {
+
+cbl_status cbl_session_create(cbl_runtime* runtime, const cbl_session_params* params,
+                              cbl_session** out_session) {
+    if (out_session) *out_session = nullptr;
+    return CBL_API_GUARD({
+        if (!runtime || !out_session) return invalid(__func__, "runtime and out_session are required");
+        const auto& rt = runtime->rt;
+        return make_session(__func__, rt->llm(), rt->kv(), rt->n_threads(), rt, params, out_session);
+    });
+}
+
+cbl_status cbl_session_create_with(cbl_model* model, cbl_kvstore* store,
+                                   const cbl_session_params* params, cbl_session** out_session) {
+    if (out_session) *out_session = nullptr;
+    return CBL_API_GUARD({
+        if (!model || !store || !out_session) {
+            return invalid(__func__, "model, store and out_session are required");
+        }
+        if (model->m->vocab_only()) return invalid(__func__, "the model was loaded vocabulary-only");
+        return make_session(__func__, model->m, store->kv, 0, nullptr, params, out_session);
+    });
+}
+
+void cbl_session_free(cbl_session* session) { delete session; }
+
+void cbl_session_cancel(cbl_session* session) {
+    if (session) session->s->cancel();
+}
+
+cbl_status cbl_session_ask(cbl_session* session, const char* question,
+                           const cbl_ask_params* params, cbl_answer** out_answer) {
+    if (out_answer) *out_answer = nullptr;
+    return CBL_API_GUARD({
+        if (!session || !question || !out_answer) {
+            return invalid(__func__, "session, question and out_answer are required");
+        }
+        if (!session->rt) {
+            return invalid(__func__, "the session has no runtime (made by cbl_session_create_with): "
+                                     "use cbl_session_prefill_chunks");
+        }
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        cbl_ask_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_ask_params_init)) return s;
+        if (p.k < 0 || p.k > 1000) return invalid(__func__, "k out of [0, 1000]");
+        cacheblend::ask_params ap;
+        if (p.k > 0) ap.search.k = p.k;
+        ap.search.mode = cacheblend::capi::to_search_mode(__func__, p.search_mode);
+        ap.search.filter = cacheblend::capi::to_filter(p.collection, p.uri_prefix);
+        ap.gen = cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
+        ap.compare_full = p.compare_full;
+        cacheblend::ask_result r = session->s->ask(
+            *session->rt, question, ap, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
+        auto a = make_answer(r.gen, r.blend, std::move(r.notice));
+        a->citations = std::move(r.citations);
+        a->stats.search_ms = r.search_ms;
+        a->stats.full_ttft_ms = r.full_ttft_ms;
+        a->stats.chunks_used = static_cast<int32_t>(a->citations.size());
+        a->stats.chunks_dropped = r.chunks_dropped;
+        *out_answer = a.release();
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_session_prefill_chunks(cbl_session* session, const char* const* chunks,
+                                      const size_t* lens, size_t n_chunks, const char* question,
+                                      cbl_stats* out_stats) {
+    return CBL_API_GUARD({
+        if (!session || !question || (!chunks && n_chunks > 0)) {
+            return invalid(__func__, "session, chunks and question are required");
+        }
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        std::vector<std::string> texts;
+        texts.reserve(n_chunks);
+        for (size_t i = 0; i < n_chunks; ++i) {
+            if (!chunks[i]) return invalid(__func__, cacheblend::fmt("chunk %zu is NULL", i));
+            texts.emplace_back(chunks[i], lens ? lens[i] : std::strlen(chunks[i]));
+        }
+        const cacheblend::blend_stats st = session->s->prefill_chunks(texts, question);
+        session->notice = st.fallback_reason;
+        if (!out_stats) return CBL_OK;
+        return write_out(__func__, cacheblend::capi::to_stats(st, nullptr, session->notice), out_stats);
+    });
+}
+
+cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params* params,
+                                cbl_answer** out_answer) {
+    if (out_answer) *out_answer = nullptr;
+    return CBL_API_GUARD({
+        if (!session || !out_answer) return invalid(__func__, "session and out_answer are required");
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        cbl_generate_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_generate_params_init)) return s;
+        const cacheblend::generation_params gp =
+            cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
+        const cacheblend::generation_result g =
+            session->s->generate(gp, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
+        cacheblend::blend_stats none;
+        none.mode = cacheblend::blend_mode_name(session->s->params().mode);
+        auto a = make_answer(g, none, session->notice);
+        a->stats.prompt_tokens = g.stats.prompt_tokens;
+        *out_answer = a.release();
+        return CBL_OK;
+    });
+}
+
+const char* cbl_answer_text(const cbl_answer* answer) { return answer ? answer->text.c_str() : ""; }
+
+size_t cbl_answer_n_citations(const cbl_answer* answer) {
+    return answer ? answer->citations.size() : 0;
+}
+
+cbl_status cbl_answer_citation(const cbl_answer* answer, size_t i, cbl_hit* out_hit) {
+    return CBL_API_GUARD({
+        if (!answer || !out_hit) return invalid(__func__, "answer and out_hit are required");
+        if (i >= answer->citations.size()) {
+            return cacheblend::capi::set_error(
+                CBL_RANGE, cacheblend::fmt("cbl_answer_citation: index %zu of %zu citations", i,
+                                           answer->citations.size()));
+        }
+        return write_out(__func__, cacheblend::capi::to_hit(answer->citations[i]), out_hit);
+    });
+}
+
+cbl_status cbl_answer_stats(const cbl_answer* answer, cbl_stats* out_stats) {
+    return CBL_API_GUARD({
+        if (!answer || !out_stats) return invalid(__func__, "answer and out_stats are required");
+        return write_out(__func__, answer->stats, out_stats);
+    });
+}
+
+void cbl_answer_free(cbl_answer* answer) { delete answer; }
+
+int32_t cbl_device_count(void) { return 1; }
+
+const char* cbl_device_name(int32_t i) { return i == 0 ? "cpu" : nullptr; }
+
+}  // extern "C"

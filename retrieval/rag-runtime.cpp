@@ -1,0 +1,273 @@
+#include "retrieval/rag-runtime.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <utility>
+
+#include "core/error.h"
+#include "core/file-io.h"
+#include "core/rag-prompt.h"
+#include "retrieval/embedder.h"
+
+namespace cacheblend {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_between(clock_type::time_point a, clock_type::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+bool is_regular_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Creates each missing component of dir with mode 0700.
+void make_dirs(const std::string& dir) {
+    for (size_t i = 1; i <= dir.size(); ++i) {
+        if (i < dir.size() && dir[i] != '/') continue;
+        const std::string part = dir.substr(0, i);
+        if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+            throw error(status::io_write, "cannot create " + part + ": " + errno_name(errno));
+        }
+    }
+}
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+void append_notice(std::string* to, const std::string& what) {
+    if (what.empty()) return;
+    if (!to->empty()) *to += "; ";
+    *to += what;
+}
+
+}  // namespace
+
+std::string default_data_dir() {
+    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/cacheblend";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.local/share/cacheblend";
+    return "/tmp/cacheblend";
+}
+
+std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
+    std::shared_ptr<rag_runtime> rt(new rag_runtime());
+    rt->dir_ = p.data_dir.empty() ? default_data_dir() : p.data_dir;
+    rt->n_threads_ = p.n_threads > 0 ? p.n_threads : default_thread_count();
+    rt->llm_ = model::load(p.model_path.empty() ? default_model_path() : p.model_path);
+    if (rt->llm_->vocab_only()) {
+        throw error(status::invalid_arg, "runtime: the model file has no weights (vocabulary only)");
+    }
+
+    corpus_params cp;
+    cp.encode = tokenizer_encoder(rt->llm_->vocab());
+    cp.tokenizer_id = rt->llm_->name() + fmt(":%016llx", static_cast<unsigned long long>(
+                                                              rt->llm_->fingerprint()));
+    if (p.no_embedder) {
+        rt->notice_ = "no embedder requested: BM25 only, dense search disabled";
+    } else if (!p.embedder_path.empty()) {
+        cp.emb = load_bert_embedder(p.embedder_path, rt->n_threads_);  // explicit: must load
+    } else if (const std::string path = default_embedder_path(); is_regular_file(path)) {
+        cp.emb = load_bert_embedder(path, rt->n_threads_);
+    } else {
+        rt->notice_ = "embedder not found at " + path +
+                      " (set CBL_EMBED_MODEL): BM25 only, dense search disabled";
+    }
+
+    make_dirs(rt->dir_);
+    kv_store_params kp;
+    kp.dir = rt->dir_ + "/kv";
+    kp.budget_bytes = p.kv_budget_bytes;
+    rt->kv_ = kv_store::open(kp);
+    cp.kv = rt->kv_;
+    rt->docs_ = corpus::open(rt->dir_, std::move(cp));
+    return rt;
+}
+
+rag_runtime::~rag_runtime() = default;
+
+ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
+    // An interrupt() after this point aborts the call at its next progress report.
+    const uint64_t epoch = interrupt_epoch_.load();
+    auto user = std::move(p.progress);
+    p.progress = [this, epoch, user = std::move(user)](const ingest_progress& pr) {
+        if (interrupt_epoch_.load() != epoch) return false;
+        return !user || user(pr);
+    };
+    if (precompute_kv) {
+        p.precompute_kv = [this](const chunk_info& ch) {
+            std::lock_guard<std::mutex> lock(precompute_mu_);
+            if (!precompute_engine_) {
+                session_params sp;
+                sp.n_threads = n_threads_;
+                sp.n_ctx = std::min(llm_->hparams().n_ctx_train, 8192);
+                precompute_session_ = std::make_unique<session>(llm_, sp);
+                precompute_engine_ = std::make_unique<blend_engine>(*precompute_session_, kv_);
+            }
+            const blend_request req = build_blend_request(*llm_, default_rag_prompt({ch.text}, "?"));
+            precompute_engine_->precompute_chunk(req.preamble, req.chunks[0]);
+            return precompute_engine_->key_of(req.preamble, req.chunks[0]).hex();
+        };
+    }
+    return p;
+}
+
+ingest_report rag_runtime::ingest_paths(const std::vector<std::string>& paths, ingest_params p,
+                                        bool precompute_kv) {
+    return docs_->ingest_paths(paths, wrap(std::move(p), precompute_kv));
+}
+
+bool rag_runtime::ingest_text(const std::string& uri, std::string_view text, doc_kind kind,
+                              const std::string& metadata_json, ingest_params p,
+                              bool precompute_kv, ingest_report* report) {
+    return docs_->ingest_text(uri, text, kind, metadata_json, wrap(std::move(p), precompute_kv),
+                              report);
+}
+
+bool rag_runtime::remove(const std::string& uri) { return docs_->remove(uri); }
+
+search_result rag_runtime::search(const std::string& query, const search_params& p) const {
+    return docs_->search(query, p);
+}
+
+rag_session::rag_session(std::shared_ptr<const model> m, std::shared_ptr<kv_store> kv,
+                         const session_params& sp, const blend_params& bp)
+    : model_(std::move(m)), kv_(std::move(kv)), sess_(model_, sp), engine_(sess_, kv_, bp) {}
+
+rag_session::~rag_session() = default;
+
+ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const ask_params& p,
+                            const token_callback& on_token) {
+    sess_.clear_cancel();
+    pending_ = false;
+    if (blank(question)) throw error(status::invalid_arg, "ask: the question is empty");
+    if (rt.llm().get() != model_.get()) {
+        throw error(status::invalid_arg, "ask: the session was made for another model");
+    }
+    ask_result out;
+
+    // Retrieve; chunks of whitespace cannot be prompt pieces (they have no tokens).
+    const auto t_search = clock_type::now();
+    search_result found = rt.search(question, p.search);
+    out.search_ms = ms_between(t_search, clock_type::now());
+    out.searched = found.mode;
+    append_notice(&out.notice, found.notice);
+    std::vector<search_hit> hits;
+    for (search_hit& h : found.hits) {
+        if (!blank(h.text)) hits.push_back(std::move(h));
+    }
+    if (hits.empty()) {
+        throw error(status::invalid_arg, "ask: no chunk of " + rt.data_dir() +
+                                             " matches the question (ingest documents first)");
+    }
+    sess_.throw_if_cancelled();
+
+    // Assemble within the context, keeping room to answer: drop the lowest-ranked chunks first.
+    const int64_t n_ctx = sess_.n_ctx();
+    const int64_t gen_room = std::min<int64_t>(std::max(p.gen.max_tokens, 0), n_ctx / 4);
+    std::vector<std::string> passages;
+    for (const search_hit& h : hits) passages.push_back(h.text);
+    blend_request req = build_blend_request(*model_, default_rag_prompt(passages, question));
+    int64_t n_prompt = request_tokens(req);
+    while (n_prompt + gen_room > n_ctx && passages.size() > 1) {
+        passages.pop_back();
+        hits.pop_back();
+        ++out.chunks_dropped;
+        req = build_blend_request(*model_, default_rag_prompt(passages, question));
+        n_prompt = request_tokens(req);
+    }
+    if (n_prompt > n_ctx) {
+        throw error(status::range,
+                    fmt("ask: the question and the best chunk (%lld tokens) do not fit the "
+                        "context of %lld tokens: ask a shorter question, make the session's "
+                        "context larger or ingest with smaller chunks",
+                        static_cast<long long>(n_prompt), static_cast<long long>(n_ctx)));
+    }
+    out.prompt_tokens = n_prompt;
+    out.citations = std::move(hits);
+
+    generation_params gp = p.gen;
+    gp.top_logprobs = std::min(gp.top_logprobs, model_->hparams().n_vocab);
+    const auto t_request = clock_type::now();
+    const std::vector<float>& logits = engine_.prefill(req, &out.blend);
+    out.gen = sess_.generate_after_prefill(logits, gp, on_token, t_request);
+    if (out.gen.stop_reason == "cancelled") throw error(status::aborted, "ask: cancelled");
+    append_notice(&out.notice, out.blend.fallback_reason);
+
+    // Store what this request computed from scratch and record every chunk's key in the catalog,
+    // so the next request finds it and removing its document deletes its KV.
+    const auto t_store = clock_type::now();
+    engine_.write_back_misses();
+    for (size_t i = 0; i < req.chunks.size(); ++i) {
+        engine_.precompute_chunk(req.preamble, req.chunks[i]);
+        rt.docs().cat().set_kv_key(out.citations[i].chunk_id,
+                                   engine_.key_of(req.preamble, req.chunks[i]).hex());
+    }
+    out.store_ms = ms_between(t_store, clock_type::now());
+
+    if (p.compare_full) {
+        // The same prompt in full mode is the speed-up's baseline; only its first token is timed.
+        const blend_params saved = engine_.params();
+        blend_params fp = saved;
+        fp.mode = blend_mode::full;
+        engine_.set_params(fp);
+        try {
+            generation_params fgp = gp;
+            fgp.max_tokens = 1;
+            fgp.top_logprobs = 0;
+            blend_stats fst;
+            const auto t_full = clock_type::now();
+            const std::vector<float>& fl = engine_.prefill(req, &fst);
+            out.full_ttft_ms = sess_.generate_after_prefill(fl, fgp, nullptr, t_full).stats.ttft_ms;
+        } catch (...) {
+            engine_.set_params(saved);
+            throw;
+        }
+        engine_.set_params(saved);
+    }
+    return out;
+}
+
+blend_stats rag_session::prefill_chunks(const std::vector<std::string>& chunks,
+                                        const std::string& question) {
+    sess_.clear_cancel();
+    pending_ = false;
+    if (chunks.empty()) throw error(status::invalid_arg, "prefill_chunks: no chunks");
+    if (blank(question)) throw error(status::invalid_arg, "prefill_chunks: the question is empty");
+    for (size_t i = 0; i < chunks.size(); ++i) {
+        if (blank(chunks[i])) {
+            throw error(status::invalid_arg, fmt("prefill_chunks: chunk %zu has no text", i));
+        }
+    }
+    const blend_request req = build_blend_request(*model_, default_rag_prompt(chunks, question));
+    blend_stats st;
+    const std::vector<float>& logits = engine_.prefill(req, &st);
+    pending_logits_ = logits;
+    pending_prefill_ms_ = st.ttft_ms;
+    engine_.write_back_misses();
+    pending_ = true;
+    return st;
+}
+
+generation_result rag_session::generate(const generation_params& gp,
+                                        const token_callback& on_token) {
+    if (!pending_) {
+        throw error(status::misuse, "generate: call prefill_chunks first (once per prefill)");
+    }
+    pending_ = false;
+    sess_.clear_cancel();
+    // TTFT counts the prefill, not the time the caller spent between the two calls.
+    const auto t_request =
+        clock_type::now() - std::chrono::duration_cast<clock_type::duration>(
+                                std::chrono::duration<double, std::milli>(pending_prefill_ms_));
+    generation_params p = gp;
+    p.top_logprobs = std::min(p.top_logprobs, model_->hparams().n_vocab);
+    generation_result r = sess_.generate_after_prefill(pending_logits_, p, on_token, t_request);
+    if (r.stop_reason == "cancelled") throw error(status::aborted, "generate: cancelled");
+    return r;
+}
+
+}  // namespace cacheblend

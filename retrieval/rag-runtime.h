@@ -1,0 +1,134 @@
+// The product's one-call set-up and its request path (DESIGN.md §2, §7): a rag_runtime owns the
+// model, the chunk KV store and the corpus (catalog + FAISS index + embedder) of one data
+// directory; a rag_session runs one request at a time over it: retrieve, assemble the prompt within
+// the context, blended prefill, generate, store what was computed from scratch. The C ABI and the
+// CLI are thin layers over these two classes.
+//
+// Thread safety: a rag_runtime is shared by any number of threads (searches in parallel, ingests
+// serialized). A rag_session serves one call at a time; cancel() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/blend.h"
+#include "core/kv-store.h"
+#include "core/model.h"
+#include "core/session.h"
+#include "retrieval/ingest.h"
+
+namespace cacheblend {
+
+struct rag_runtime_params {
+    std::string model_path;     // empty: default_model_path()
+    std::string embedder_path;  // empty: default_embedder_path(), and BM25 only when it is missing
+    bool no_embedder = false;   // BM25 only
+    std::string data_dir;       // empty: default_data_dir()
+    uint64_t kv_budget_bytes = 0;  // 0: the store's default (8 GiB)
+    int32_t n_threads = 0;      // 0: default_thread_count()
+};
+
+// ${XDG_DATA_HOME:-$HOME/.local/share}/cacheblend
+std::string default_data_dir();
+
+class rag_runtime {
+public:
+    // Throws cacheblend::error (io for an unusable directory, format/corrupt for a bad model).
+    static std::shared_ptr<rag_runtime> open(const rag_runtime_params& p);
+    ~rag_runtime();
+
+    const std::shared_ptr<const model>& llm() const { return llm_; }
+    const std::shared_ptr<kv_store>& kv() const { return kv_; }
+    corpus& docs() { return *docs_; }
+    int32_t n_threads() const { return n_threads_; }
+    const std::string& data_dir() const { return dir_; }
+    // Why dense retrieval is off; empty when an embedder is loaded.
+    const std::string& notice() const { return notice_; }
+
+    // Ingest with optional eager KV precompute (chunks formatted as requests format them, so the
+    // stored KV is what later requests find). Ingests stop with error(status::aborted) when
+    // interrupt() is called while they run or p.progress returns false.
+    ingest_report ingest_paths(const std::vector<std::string>& paths, ingest_params p,
+                               bool precompute_kv);
+    bool ingest_text(const std::string& uri, std::string_view text, doc_kind kind,
+                     const std::string& metadata_json, ingest_params p, bool precompute_kv,
+                     ingest_report* report);
+    bool remove(const std::string& uri);
+    search_result search(const std::string& query, const search_params& p) const;
+    void interrupt() { interrupt_epoch_.fetch_add(1); }
+
+private:
+    rag_runtime() = default;
+    ingest_params wrap(ingest_params p, bool precompute_kv);
+
+    std::string dir_;
+    std::shared_ptr<const model> llm_;
+    std::shared_ptr<kv_store> kv_;
+    std::unique_ptr<corpus> docs_;
+    std::string notice_;
+    int32_t n_threads_ = 0;
+    std::atomic<uint64_t> interrupt_epoch_{0};
+    // Eager precompute runs inside ingest (already serialized); its session is made on first use.
+    std::mutex precompute_mu_;
+    std::unique_ptr<session> precompute_session_;
+    std::unique_ptr<blend_engine> precompute_engine_;
+};
+
+struct ask_params {
+    search_params search;  // k defaults to 4 for answering
+    generation_params gen;
+    bool compare_full = false;  // also time the same prompt in full mode (first token only)
+    ask_params() { search.k = 4; }
+};
+
+struct ask_result {
+    generation_result gen;
+    blend_stats blend;
+    std::vector<search_hit> citations;  // the chunks in the prompt, best first
+    int32_t chunks_dropped = 0;          // retrieved but left out to fit the context
+    int64_t prompt_tokens = 0;
+    search_mode searched = search_mode::hybrid;
+    std::string notice;                  // retriever notes and blend fallbacks, "; "-joined
+    double search_ms = 0, store_ms = 0, full_ttft_ms = 0;
+};
+
+class rag_session {
+public:
+    rag_session(std::shared_ptr<const model> m, std::shared_ptr<kv_store> kv,
+                const session_params& sp, const blend_params& bp);
+    ~rag_session();
+
+    const model& get_model() const { return *model_; }
+    int32_t n_ctx() const { return sess_.n_ctx(); }
+    const blend_params& params() const { return engine_.params(); }
+    void set_params(const blend_params& bp) { engine_.set_params(bp); }
+
+    // Retrieval-augmented answer from rt's corpus. Throws error(status::aborted) when cancelled,
+    // status::invalid_arg when nothing matches, status::range when even one chunk cannot fit.
+    ask_result ask(rag_runtime& rt, const std::string& question, const ask_params& p,
+                   const token_callback& on_token);
+
+    // [P][chunks][Q] in the default RAG format; the logits wait for generate(). Misses are written
+    // back before returning (outside the timed prefill).
+    blend_stats prefill_chunks(const std::vector<std::string>& chunks, const std::string& question);
+    // Once per prefill_chunks (status::misuse otherwise).
+    generation_result generate(const generation_params& gp, const token_callback& on_token);
+
+    void cancel() { sess_.cancel(); }
+
+private:
+    std::shared_ptr<const model> model_;
+    std::shared_ptr<kv_store> kv_;
+    session sess_;
+    blend_engine engine_;
+    std::vector<float> pending_logits_;  // of the last prefill_chunks, until generate()
+    bool pending_ = false;
+    double pending_prefill_ms_ = 0;
+};
+
+}  // namespace cacheblend
