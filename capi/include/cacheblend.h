@@ -372,6 +372,7 @@ typedef struct cbl_generate_params {
     uint64_t seed;           /* sampling seed for temperature > 0 */
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
+    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
     /* new fields are appended here only */
 } cbl_generate_params;
 
@@ -392,6 +393,7 @@ typedef struct cbl_ask_params {
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
     bool compare_full;       /* also time the same prompt in CBL_MODE_FULL (stats.full_ttft_ms) */
+    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
     /* new fields are appended here only */
 } cbl_ask_params;
 
@@ -407,7 +409,9 @@ typedef struct cbl_stats {
     float ratio;              /* recompute ratio used */
     double ttft_ms;           /* request start to the first sampled token */
     double prefill_ms;        /* blended prefill alone */
-    double load_ms, load_wait_ms, select_ms, compute_ms, search_ms;
+    double load_ms, load_wait_ms, select_ms, compute_ms;
+    double search_ms;         /* ask: retrieval */
+    double store_ms;          /* ask: storing computed chunk KV after the answer (not in TTFT) */
     double decode_tokens_per_s;
     double full_ttft_ms;      /* compare_full only, else 0 */
     int64_t prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed;
@@ -416,6 +420,9 @@ typedef struct cbl_stats {
     int32_t chunks_used, chunks_dropped;  /* ask: retrieved chunks in / left out of the prompt */
     int32_t generated_tokens;
     int32_t stop_reason;      /* CBL_STOP_* */
+    int32_t search_mode;      /* ask: the CBL_SEARCH_* that ran (hybrid falls back to BM25
+                                 without an embedder) */
+    int32_t n_ctx;            /* the session's context */
     const char *notice;       /* what ran differently, e.g. "no cached chunks: computed in full"
                                  ("" if nothing); valid until cbl_answer_free, or for
                                  cbl_session_prefill_chunks until the next call on the session */
@@ -451,10 +458,24 @@ CBL_API const char *cbl_answer_text(const cbl_answer *answer);
 CBL_API size_t cbl_answer_n_citations(const cbl_answer *answer);
 /** Citation i; strings live until cbl_answer_free. CBL_RANGE past the end. @since 0.1 */
 CBL_API cbl_status cbl_answer_citation(const cbl_answer *answer, size_t i, cbl_hit *out_hit);
+/** The generated token ids (no prompt, no stop token); *out_n gets their number. The array
+ *  lives until cbl_answer_free (NULL when there are none). @since 0.1 */
+CBL_API const int32_t *cbl_answer_tokens(const cbl_answer *answer, size_t *out_n);
+/** Number of recorded first-token alternatives (the top_logprobs param). @since 0.1 */
+CBL_API size_t cbl_answer_n_top_logprobs(const cbl_answer *answer);
+/** Alternative i, most likely first: token id and natural-log probability. @since 0.1 */
+CBL_API cbl_status cbl_answer_top_logprob(const cbl_answer *answer, size_t i, int32_t *out_token,
+                                          float *out_logprob);
 /** The request's statistics. @since 0.1 */
 CBL_API cbl_status cbl_answer_stats(const cbl_answer *answer, cbl_stats *out_stats);
 /** NULL is a no-op. @since 0.1 */
 CBL_API void cbl_answer_free(cbl_answer *answer);
+
+/** The text of one token (special tokens as their text). Size-query pattern as cbl_tokenize:
+ *  with buf == NULL or cap too small, CBL_OK / CBL_RANGE and *out_len = bytes needed. The text
+ *  is not NUL-terminated. @since 0.1 */
+CBL_API cbl_status cbl_token_to_piece(const cbl_model *model, int32_t token, char *buf, size_t cap,
+                                      size_t *out_len);
 
 #ifdef __cplusplus
 }

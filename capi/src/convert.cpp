@@ -105,6 +105,15 @@ int32_t mode_code(const std::string& name) {
     return CBL_MODE_DEFAULT;
 }
 
+int32_t search_code(search_mode m) {
+    switch (m) {
+        case search_mode::hybrid: return CBL_SEARCH_HYBRID;
+        case search_mode::dense: return CBL_SEARCH_DENSE;
+        case search_mode::bm25: return CBL_SEARCH_BM25;
+    }
+    return CBL_SEARCH_DEFAULT;
+}
+
 int32_t stop_code(const std::string& r) {
     if (r == "eog") return CBL_STOP_EOG;
     if (r == "length") return CBL_STOP_LENGTH;

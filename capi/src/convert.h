@@ -27,6 +27,7 @@ generation_params to_generation(const char* fn, int32_t max_tokens, float temper
 search_filter to_filter(const char* collection, const char* uri_prefix);
 
 int32_t mode_code(const std::string& blend_mode_name);
+int32_t search_code(search_mode m);
 int32_t stop_code(const std::string& stop_reason);
 
 // Stats of a request; notice must outlive the returned struct's use.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cacheblend.h"
@@ -32,6 +33,8 @@ struct cbl_results {
 
 struct cbl_answer {
     std::string text;
+    std::vector<int32_t> tokens;
+    std::vector<std::pair<int32_t, float>> top_logprobs;
     std::vector<cacheblend::search_hit> citations;
     cbl_stats stats{};
     std::string notice;  // stats.notice points here

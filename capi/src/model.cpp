@@ -76,4 +76,27 @@ cbl_status cbl_tokenize(const cbl_model* model, const char* text, size_t len, bo
     });
 }
 
+cbl_status cbl_token_to_piece(const cbl_model* model, int32_t token, char* buf, size_t cap,
+                              size_t* out_len) {
+    return CBL_API_GUARD({
+        if (!model || !out_len) {
+            return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_token_to_piece: model and out_len are required");
+        }
+        const auto& vocab = model->m->vocab();
+        if (token < 0 || token >= vocab.n_vocab()) {
+            return cacheblend::capi::set_error(
+                CBL_INVALID_ARG, cacheblend::fmt("cbl_token_to_piece: token %d out of [0, %d)", token,
+                                                 vocab.n_vocab()));
+        }
+        const std::string piece = vocab.token_to_piece(token, true);
+        *out_len = piece.size();
+        if (!buf) return CBL_OK;
+        if (cap < piece.size()) {
+            return cacheblend::capi::set_error(CBL_RANGE, "cbl_token_to_piece: buffer too small");
+        }
+        std::memcpy(buf, piece.data(), piece.size());
+        return CBL_OK;
+    });
+}
+
 }  // extern "C"

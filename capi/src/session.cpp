@@ -59,6 +59,8 @@ std::unique_ptr<cbl_answer> make_answer(const cacheblend::generation_result& g,
                                         const cacheblend::blend_stats& b, std::string notice) {
     auto a = std::make_unique<cbl_answer>();
     a->text = g.text;
+    a->tokens.assign(g.tokens.begin(), g.tokens.end());
+    a->top_logprobs.assign(g.top_logprobs.begin(), g.top_logprobs.end());
     a->notice = std::move(notice);
     a->stats = cacheblend::capi::to_stats(b, &g, a->notice);
     return a;
@@ -118,11 +120,16 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
         ap.search.filter = cacheblend::capi::to_filter(p.collection, p.uri_prefix);
         ap.gen = cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
         ap.compare_full = p.compare_full;
+        if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
+        ap.gen.top_logprobs = p.top_logprobs;
         cacheblend::ask_result r = session->s->ask(
             *session->rt, question, ap, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
         auto a = make_answer(r.gen, r.blend, std::move(r.notice));
         a->citations = std::move(r.citations);
         a->stats.search_ms = r.search_ms;
+        a->stats.store_ms = r.store_ms;
+        a->stats.search_mode = cacheblend::capi::search_code(r.searched);
+        a->stats.n_ctx = session->s->n_ctx();
         a->stats.full_ttft_ms = r.full_ttft_ms;
         a->stats.chunks_used = static_cast<int32_t>(a->citations.size());
         a->stats.chunks_dropped = r.chunks_dropped;
@@ -162,14 +169,17 @@ cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params*
         if (!busy.ok()) return busy_error(__func__);
         cbl_generate_params p;
         if (cbl_status s = read_params(__func__, params, &p, cbl_generate_params_init)) return s;
-        const cacheblend::generation_params gp =
+        cacheblend::generation_params gp =
             cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
+        if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
+        gp.top_logprobs = p.top_logprobs;
         const cacheblend::generation_result g =
             session->s->generate(gp, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
         cacheblend::blend_stats none;
         none.mode = cacheblend::blend_mode_name(session->s->params().mode);
         auto a = make_answer(g, none, session->notice);
         a->stats.prompt_tokens = g.stats.prompt_tokens;
+        a->stats.n_ctx = session->s->n_ctx();
         *out_answer = a.release();
         return CBL_OK;
     });
@@ -197,6 +207,32 @@ cbl_status cbl_answer_stats(const cbl_answer* answer, cbl_stats* out_stats) {
     return CBL_API_GUARD({
         if (!answer || !out_stats) return invalid(__func__, "answer and out_stats are required");
         return write_out(__func__, answer->stats, out_stats);
+    });
+}
+
+const int32_t* cbl_answer_tokens(const cbl_answer* answer, size_t* out_n) {
+    if (out_n) *out_n = answer ? answer->tokens.size() : 0;
+    return answer && !answer->tokens.empty() ? answer->tokens.data() : nullptr;
+}
+
+size_t cbl_answer_n_top_logprobs(const cbl_answer* answer) {
+    return answer ? answer->top_logprobs.size() : 0;
+}
+
+cbl_status cbl_answer_top_logprob(const cbl_answer* answer, size_t i, int32_t* out_token,
+                                  float* out_logprob) {
+    return CBL_API_GUARD({
+        if (!answer || !out_token || !out_logprob) {
+            return invalid(__func__, "answer, out_token and out_logprob are required");
+        }
+        if (i >= answer->top_logprobs.size()) {
+            return cacheblend::capi::set_error(
+                CBL_RANGE, cacheblend::fmt("cbl_answer_top_logprob: index %zu of %zu", i,
+                                           answer->top_logprobs.size()));
+        }
+        *out_token = answer->top_logprobs[i].first;
+        *out_logprob = answer->top_logprobs[i].second;
+        return CBL_OK;
     });
 }
 

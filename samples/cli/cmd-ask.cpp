@@ -1,81 +1,167 @@
 // `cacheblend ask`: retrieval-augmented answering over a data directory made by `ingest` (DESIGN
-// §2, §6, §8). Search top-k chunks, assemble [P][C1]..[Ck][Q] inside the chat template within the
-// model's context (dropping the lowest-ranked chunks that do not fit, reported as chunks_dropped),
-// blended prefill with the data directory's KV store, streamed answer, citations and stats.
-// Chunks are formatted exactly as `ingest --precompute` formats them (default_rag_prompt), so the
-// KV it stored is what this request finds; chunks missing from the store are computed inside the
-// request and written back after the answer.
-#include <chrono>
+// §2, §6, §8), written against the public C ABI only, as an application would: open a runtime,
+// make a session, cbl_session_ask with a streaming callback, print citations and stats.
+// The library searches the top-k chunks, assembles [P][C1]..[Ck][Q] in the chat template within
+// the session's context (dropping the lowest-ranked chunks that do not fit), prefills with
+// blending over the data directory's KV store and stores chunks it had to compute.
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <string>
 
-#include "blend-common.h"
+#include "cacheblend.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "core/blend.h"
-#include "core/error.h"
-#include "core/rag-prompt.h"
-#include "core/session.h"
-#include "corpus-common.h"
 #include "json-writer.h"
 
 namespace cacheblend::cli {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double ms_between(clock_type::time_point a, clock_type::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 const command_spec& spec() {
-    static const command_spec s = [] {
-        command_spec c{
-            "ask",
-            "ask --data DIR QUESTION [options]",
-            "Retrieve the chunks that best match QUESTION and answer from them, reusing each\n"
-            "chunk's cached KV (CacheBlend). Streams the answer to stdout, then citations; stats\n"
-            "go to stderr. --json prints one JSON object instead.",
-            {
-                data_flag(),
-                model_flag(),
-                {"k", "K", "number of chunks to retrieve (default 4)"},
-                {"mode", "M", "full, prefix, reuse or blend (default blend)"},
-                {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
-                {"search", "S", "hybrid (default), dense or bm25"},
-                {"collection", "C", "only documents of this collection"},
-                {"max-tokens", "N", "maximum tokens to generate (default 128)"},
-                {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
-                {"threads", "N",
-                 "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
-                {"compare-full", "", "also run the same prompt in full mode and report the speed-up"},
-                {"json", "", "print one JSON object instead of streaming"},
-            },
-            1,
-            "The prompt is preamble + chunks (best first) + question in the model's chat template.\n"
-            "Chunks that do not fit the model's context (with room for --max-tokens) are dropped,\n"
-            "lowest-ranked first, and counted in stats.chunks_dropped. Citations are byte ranges\n"
-            "in the source files. Generation is greedy.",
-        };
-        for (flag_spec& f : blend_tuning_flags()) c.flags.push_back(std::move(f));
-        return c;
-    }();
+    static const command_spec s{
+        "ask",
+        "ask --data DIR QUESTION [options]",
+        "Retrieve the chunks that best match QUESTION and answer from them, reusing each\n"
+        "chunk's cached KV (CacheBlend). Streams the answer to stdout, then citations; stats\n"
+        "go to stderr. --json prints one JSON object instead.",
+        {
+            data_flag(),
+            model_flag(),
+            {"k", "K", "number of chunks to retrieve (default 4)"},
+            {"mode", "M", "full, prefix, reuse or blend (default blend)"},
+            {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
+            {"kv-format", "F", "chunk KV format in the store: f16 (default) or q8"},
+            {"search", "S", "hybrid (default), dense or bm25"},
+            {"collection", "C", "only documents of this collection"},
+            {"uri-prefix", "P", "only documents whose uri (file path) starts with P"},
+            {"max-tokens", "N", "maximum tokens to generate (default 128)"},
+            {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
+            {"ctx", "N", "session context in tokens (default: the model's, at most 8192)"},
+            {"threads", "N", "CPU threads (default: all cores)"},
+            {"compare-full", "", "also run the same prompt in full mode and report the speed-up"},
+            {"json", "", "print one JSON object instead of streaming"},
+        },
+        1,
+        "The prompt is preamble + chunks (best first) + question in the model's chat template.\n"
+        "Chunks that do not fit the context (with room for --max-tokens) are dropped,\n"
+        "lowest-ranked first, and counted in stats.chunks_dropped. Citations are byte ranges\n"
+        "in the source files. Generation is greedy.",
+    };
     return s;
 }
 
-struct ask_outcome {
-    generation_result r;
-    blend_stats st;
-};
+bool stream_to_stdout(const char* piece, size_t len, int32_t, void*) {
+    std::fwrite(piece, 1, len, stdout);
+    std::fflush(stdout);
+    return true;
+}
 
-// One timed request: prefill (blended per the engine's params) and greedy decode.
-ask_outcome run_request(session& sess, blend_engine& engine, const blend_request& req,
-                        const generation_params& gp, const token_callback& on_token) {
-    ask_outcome o;
-    const auto t_request = clock_type::now();
-    const std::vector<float>& logits = engine.prefill(req, &o.st);
-    o.r = sess.generate_after_prefill(logits, gp, on_token, t_request);
-    return o;
+void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st,
+                int32_t threads, bool compare_full) {
+    json_writer w(std::cout);
+    w.begin_object();
+    w.field("text", std::string(cbl_answer_text(answer)));
+    size_t n_tokens = 0;
+    const int32_t* tokens = cbl_answer_tokens(answer, &n_tokens);
+    w.key("tokens").begin_array();
+    for (size_t i = 0; i < n_tokens; ++i) w.value(tokens[i]);
+    w.end_array();
+    w.key("top_logprobs").begin_array();
+    for (size_t i = 0; i < cbl_answer_n_top_logprobs(answer); ++i) {
+        int32_t id = 0;
+        float lp = 0;
+        check(cbl_answer_top_logprob(answer, i, &id, &lp));
+        w.begin_object();
+        w.field("id", id);
+        w.field("text", token_text(model, id));
+        w.field("logprob", lp);
+        w.end_object();
+    }
+    w.end_array();
+
+    w.key("stats").begin_object();
+    w.field("mode", std::string(mode_name(st.mode)));
+    w.field("ratio", st.ratio);
+    w.field("ttft_ms", st.ttft_ms);
+    w.field("load_ms", st.load_ms);
+    w.field("select_ms", st.select_ms);
+    w.field("compute_ms", st.compute_ms);
+    w.field("tokens_total", st.prompt_tokens);
+    w.field("tokens_reused", st.tokens_reused);
+    w.field("tokens_recomputed", st.tokens_recomputed);
+    w.field("tokens_missed", st.tokens_missed);
+    w.field("bytes_loaded", st.bytes_loaded);
+    w.field("decode_tokens_per_s", st.decode_tokens_per_s);
+    w.field("prefill_ms", st.prefill_ms);
+    w.field("load_wait_ms", st.load_wait_ms);
+    w.field("chunks_hit", st.chunks_hit);
+    w.field("chunks_missed", st.chunks_missed);
+    w.field("chunks_used", st.chunks_used);
+    w.field("chunks_dropped", st.chunks_dropped);
+    w.field("prompt_tokens", st.prompt_tokens);
+    w.field("generated_tokens", st.generated_tokens);
+    w.field("stop_reason", std::string(stop_name(st.stop_reason)));
+    w.field("search_mode", std::string(search_name(st.search_mode)));
+    w.field("search_ms", st.search_ms);
+    w.field("store_ms", st.store_ms);
+    w.field("threads", threads);
+    w.field("n_ctx", st.n_ctx);
+    if (compare_full) {
+        w.field("full_ttft_ms", st.full_ttft_ms);
+        w.field("speedup_vs_full", st.ttft_ms > 0 ? st.full_ttft_ms / st.ttft_ms : 0.0);
+    }
+    w.end_object();
+
+    w.key("citations").begin_array();
+    for (size_t i = 0; i < cbl_answer_n_citations(answer); ++i) {
+        cbl_hit h;
+        cbl_hit_init(&h);
+        check(cbl_answer_citation(answer, i, &h));
+        w.begin_object();
+        w.field("uri", std::string(h.uri)).field("start", h.start).field("end", h.end);
+        w.field("score", h.score);
+        w.end_object();
+    }
+    w.end_array();
+    if (st.notice && *st.notice) w.field("notice", std::string(st.notice));
+    w.end_object();
+    std::cout << "\n";
+}
+
+void write_human(const cbl_answer* answer, const cbl_stats& st, bool compare_full) {
+    const std::string text = cbl_answer_text(answer);
+    if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
+    std::printf("\ncitations:\n");
+    for (size_t i = 0; i < cbl_answer_n_citations(answer); ++i) {
+        cbl_hit h;
+        cbl_hit_init(&h);
+        check(cbl_answer_citation(answer, i, &h));
+        std::printf("[%zu] %s:%lld-%lld %.4f\n", i + 1, h.uri, static_cast<long long>(h.start),
+                    static_cast<long long>(h.end), h.score);
+    }
+    std::fflush(stdout);
+    if (st.chunks_dropped > 0) {
+        std::fprintf(stderr,
+                     "cacheblend: note: %d lowest-ranked chunk(s) dropped to fit the context of "
+                     "%d tokens\n",
+                     st.chunks_dropped, st.n_ctx);
+    }
+    std::fprintf(stderr,
+                 "mode %s, r = %.3g | TTFT %.1f ms (load %.1f, select %.1f, compute %.1f) | "
+                 "%lld tokens: %lld reused, %lld recomputed, %lld missed | %.2f MiB loaded | "
+                 "%d chunks used, %d dropped | decode %.1f tok/s | stop: %s\n",
+                 mode_name(st.mode), static_cast<double>(st.ratio), st.ttft_ms, st.load_ms,
+                 st.select_ms, st.compute_ms, static_cast<long long>(st.prompt_tokens),
+                 static_cast<long long>(st.tokens_reused),
+                 static_cast<long long>(st.tokens_recomputed),
+                 static_cast<long long>(st.tokens_missed),
+                 static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0), st.chunks_used,
+                 st.chunks_dropped, st.decode_tokens_per_s, stop_name(st.stop_reason));
+    if (st.notice && *st.notice) std::fprintf(stderr, "note: %s\n", st.notice);
+    if (compare_full) {
+        std::fprintf(stderr, "full mode TTFT %.1f ms: %s TTFT is %.2fx faster\n", st.full_ttft_ms,
+                     mode_name(st.mode), st.ttft_ms > 0 ? st.full_ttft_ms / st.ttft_ms : 0.0);
+    }
 }
 
 }  // namespace
@@ -88,198 +174,80 @@ int run_ask(const std::vector<std::string>& args) {
     if (question.find_first_not_of(" \t\r\n") == std::string::npos) {
         throw usage_error("ask: QUESTION is empty");
     }
+    if (!a.has("data") || a.get("data")->empty()) throw usage_error("ask: --data DIR is required");
+    const std::string data = *a.get("data");
+    const std::string model = a.get_or("model", "");
+    if (a.has("model") && model.empty()) throw usage_error("--model: empty path");
 
     // Validate every flag before loading anything.
-    search_params sp;
-    sp.k = static_cast<int32_t>(a.get_int("k", 4, 1, 1000));
-    if (!parse_search_mode(a.get_or("search", "hybrid"), &sp.mode)) {
-        throw usage_error("ask: --search must be hybrid, dense or bm25");
-    }
-    sp.filter.collection = a.get_or("collection", "");
-    blend_params bp;
+    constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
     const std::string mode = a.get_or("mode", "blend");
-    if (!parse_blend_mode(mode, &bp.mode)) {
+    if (!parse_mode(mode, &sp.mode)) {
         throw usage_error("--mode: expected full, prefix, reuse or blend, got '" + mode + "'");
     }
     if (a.get_or("ratio", "") == "auto") {
-        bp.ratio_auto = true;
-    } else {
-        bp.ratio = static_cast<float>(a.get_double("ratio", bp.ratio, 0.0, 1.0));
+        sp.auto_ratio = true;
+    } else if (a.has("ratio")) {
+        const double r = a.get_double("ratio", 0.15, 0.0, 1.0);
+        if (r == 0.0) {
+            throw usage_error("--ratio 0 recomputes nothing: use --mode reuse");
+        }
+        sp.recompute_ratio = static_cast<float>(r);
     }
-    apply_blend_tuning(a, &bp);
-    constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
-    generation_params gp;
-    gp.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 0, 1 << 24));
-    gp.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
-    const auto threads =
-        static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
+    if (a.has("kv-format") && !parse_kv_format(*a.get("kv-format"), &sp.kv_format)) {
+        throw usage_error("--kv-format: expected f16 or q8");
+    }
+    sp.n_ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));
+    const auto threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
+    sp.n_threads = threads;
+
+    cbl_ask_params ap;
+    cbl_ask_params_init(&ap);
+    ap.k = static_cast<int32_t>(a.get_int("k", 4, 1, 1000));
+    if (!parse_search(a.get_or("search", "hybrid"), &ap.search_mode)) {
+        throw usage_error("ask: --search must be hybrid, dense or bm25");
+    }
+    const std::string collection = a.get_or("collection", "");
+    const std::string uri_prefix = a.get_or("uri-prefix", "");
+    if (!collection.empty()) ap.collection = collection.c_str();
+    if (!uri_prefix.empty()) ap.uri_prefix = uri_prefix.c_str();
+    ap.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));
+    ap.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
+    ap.compare_full = a.has("compare-full");
     const bool json = a.has("json");
-    const bool compare_full = a.has("compare-full");
+    if (!json) ap.on_token = stream_to_stdout;
 
-    // Retrieve.
-    cli_corpus c = open_cli_corpus(a, "ask");
-    const auto t_search = clock_type::now();
-    const search_result found = c.docs->search(question, sp);
-    const double search_ms = ms_between(t_search, clock_type::now());
-    if (!found.notice.empty() && !json) {
-        std::fprintf(stderr, "cacheblend: note: %s\n", found.notice.c_str());
-    }
-    std::vector<search_hit> hits;
-    for (const search_hit& h : found.hits) {
-        if (h.text.find_first_not_of(" \t\r\n") != std::string::npos) hits.push_back(h);
-    }
-    if (hits.empty()) {
-        throw error(status::invalid_arg, "no chunk of " + *a.get("data") +
-                                           " matches the question (ingest documents first)");
-    }
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.data_dir = data.c_str();
+    if (!model.empty()) rp.model_path = model.c_str();
+    rp.n_threads = threads;
+    cbl_runtime* rt_raw = nullptr;
+    check(cbl_runtime_open(&rp, &rt_raw));
+    const runtime_ptr rt(rt_raw);
+    cbl_model* m_raw = nullptr;
+    check(cbl_runtime_model(rt.get(), &m_raw));
+    const model_ptr m(m_raw);
+    // Top alternatives beyond the vocabulary are all there is.
+    const int32_t n_vocab = cbl_model_n_vocab(m.get());
+    if (ap.top_logprobs > n_vocab) ap.top_logprobs = n_vocab;
 
-    // Assemble within the context budget: drop the lowest-ranked chunks until it fits.
-    const std::shared_ptr<const model> m = load_model(a, false);
-    const tokenizer& vocab = m->vocab();
-    gp.top_logprobs = std::min(gp.top_logprobs, m->hparams().n_vocab);
-    const int64_t n_train = m->hparams().n_ctx_train;
-    const int64_t gen_room = std::min<int64_t>(gp.max_tokens, n_train / 4);
-    std::vector<std::string> passages;
-    for (const search_hit& h : hits) passages.push_back(h.text);
-    blend_request req = build_blend_request(*m, default_rag_prompt(passages, question));
-    int64_t n_prompt = request_tokens(req);
-    int64_t chunks_dropped = 0;
-    while (n_prompt + gen_room > n_train && !passages.empty()) {
-        passages.pop_back();
-        hits.pop_back();
-        ++chunks_dropped;
-        req = build_blend_request(*m, default_rag_prompt(passages, question));
-        n_prompt = request_tokens(req);
-    }
-    if (passages.empty() || n_prompt > n_train) {
-        throw error(status::range,
-                    fmt("the question and the best chunk do not fit the model's context of %lld "
-                        "tokens: ask a shorter question or re-ingest with smaller --chunk-tokens",
-                        static_cast<long long>(n_train)));
-    }
-    if (chunks_dropped > 0 && !json) {
-        std::fprintf(stderr,
-                     "cacheblend: note: %lld lowest-ranked chunk(s) dropped to fit the model's "
-                     "context of %lld tokens\n",
-                     static_cast<long long>(chunks_dropped), static_cast<long long>(n_train));
-    }
+    cbl_session* s_raw = nullptr;
+    check(cbl_session_create(rt.get(), &sp, &s_raw));
+    const session_ptr sess(s_raw);
+    cbl_answer* a_raw = nullptr;
+    check(cbl_session_ask(sess.get(), question.c_str(), &ap, &a_raw));
+    const answer_ptr answer(a_raw);
+    cbl_stats st;
+    cbl_stats_init(&st);
+    check(cbl_answer_stats(answer.get(), &st));
 
-    session_params sesp;
-    sesp.n_ctx = static_cast<int32_t>(std::min<int64_t>(n_prompt + gp.max_tokens, n_train));
-    sesp.n_threads = threads;
-    session sess(m, sesp);
-    blend_engine engine(sess, c.kv, bp);
-
-    const token_callback on_token = [json](token_id, const std::string& piece) {
-        if (!json) {
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-        }
-        return true;
-    };
-    const ask_outcome main_run = run_request(sess, engine, req, gp, on_token);
-    if (!json) {
-        if (main_run.r.text.empty() || main_run.r.text.back() != '\n') std::fputc('\n', stdout);
-        std::fflush(stdout);
-    }
-
-    // Store what this request computed from scratch (outside the timed path) and record the keys
-    // in the catalog, so the next request finds every chunk and removals delete their KV.
-    const auto t_store = clock_type::now();
-    engine.write_back_misses();
-    for (size_t i = 0; i < req.chunks.size(); ++i) {
-        engine.precompute_chunk(req.preamble, req.chunks[i]);
-        c.docs->cat().set_kv_key(hits[i].chunk_id, engine.key_of(req.preamble, req.chunks[i]).hex());
-    }
-    const double store_ms = ms_between(t_store, clock_type::now());
-
-    // The same prompt in full mode: its TTFT is the baseline of the speed-up.
-    double full_ttft_ms = 0;
-    if (compare_full) {
-        blend_params fp = bp;
-        fp.mode = blend_mode::full;
-        engine.set_params(fp);
-        generation_params fgp = gp;
-        fgp.max_tokens = 1;  // only the first token is timed
-        const ask_outcome full_run =
-            run_request(sess, engine, req, fgp, [](token_id, const std::string&) { return true; });
-        full_ttft_ms = full_run.r.stats.ttft_ms;
-    }
-    const double ttft = main_run.r.stats.ttft_ms;
-    const double speedup = compare_full && ttft > 0 ? full_ttft_ms / ttft : 0;
-
-    const generation_result& r = main_run.r;
-    const blend_stats& st = main_run.st;
     if (json) {
-        json_writer w(std::cout);
-        w.begin_object();
-        w.field("text", r.text);
-        w.key("tokens").begin_array();
-        for (token_id t : r.tokens) w.value(t);
-        w.end_array();
-        w.key("top_logprobs").begin_array();
-        for (const auto& [id, lp] : r.top_logprobs) {
-            w.begin_object();
-            w.field("id", id);
-            w.field("text", vocab.token_to_piece(id, true));
-            w.field("logprob", lp);
-            w.end_object();
-        }
-        w.end_array();
-        w.key("stats").begin_object();
-        write_blend_stats(w, st, ttft, r.stats.decode_tokens_per_s);
-        w.field("chunks_used", static_cast<int64_t>(hits.size()));
-        w.field("chunks_dropped", chunks_dropped);
-        w.field("prompt_tokens", n_prompt);
-        w.field("generated_tokens", r.stats.generated_tokens);
-        w.field("stop_reason", r.stop_reason);
-        w.field("search_mode", search_mode_name(found.mode));
-        w.field("search_ms", search_ms);
-        w.field("store_ms", store_ms);
-        w.field("threads", threads);
-        w.field("n_ctx", sesp.n_ctx);
-        if (compare_full) {
-            w.field("full_ttft_ms", full_ttft_ms);
-            w.field("speedup_vs_full", speedup);
-        }
-        w.end_object();
-        w.key("citations").begin_array();
-        for (const search_hit& h : hits) {
-            w.begin_object();
-            w.field("uri", h.uri).field("start", h.start).field("end", h.end);
-            w.field("score", h.score);
-            w.end_object();
-        }
-        w.end_array();
-        if (!found.notice.empty()) w.field("notice", found.notice);
-        w.end_object();
-        std::cout << "\n";
-        return 0;
-    }
-
-    std::printf("\ncitations:\n");
-    for (size_t i = 0; i < hits.size(); ++i) {
-        const search_hit& h = hits[i];
-        std::printf("[%zu] %s:%lld-%lld %.4f\n", i + 1, h.uri.c_str(),
-                    static_cast<long long>(h.start), static_cast<long long>(h.end), h.score);
-    }
-    std::fflush(stdout);
-    std::fprintf(stderr,
-                 "mode %s, r = %.3g | TTFT %.1f ms (load %.1f, select %.1f, compute %.1f) | "
-                 "%lld tokens: %lld reused, %lld recomputed, %lld missed | %.2f MiB loaded | "
-                 "%zu chunks used, %lld dropped | decode %.1f tok/s | stop: %s\n",
-                 st.mode.c_str(), static_cast<double>(st.ratio), ttft, st.load_ms, st.select_ms,
-                 st.compute_ms, static_cast<long long>(st.tokens_total),
-                 static_cast<long long>(st.tokens_reused),
-                 static_cast<long long>(st.tokens_recomputed),
-                 static_cast<long long>(st.tokens_missed),
-                 static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0), hits.size(),
-                 static_cast<long long>(chunks_dropped), r.stats.decode_tokens_per_s,
-                 r.stop_reason.c_str());
-    if (!st.fallback_reason.empty()) std::fprintf(stderr, "note: %s\n", st.fallback_reason.c_str());
-    if (compare_full) {
-        std::fprintf(stderr, "full mode TTFT %.1f ms: %s TTFT is %.2fx faster\n", full_ttft_ms,
-                     st.mode.c_str(), speedup);
+        write_json(answer.get(), m.get(), st, threads, ap.compare_full);
+    } else {
+        write_human(answer.get(), st, ap.compare_full);
     }
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "commands.h"
+#include "model-common.h"
 #include "core/error.h"
 #include "core/session.h"
 #include "json-writer.h"

@@ -9,6 +9,7 @@
 
 #include "blend-common.h"
 #include "commands.h"
+#include "model-common.h"
 #include "core/error.h"
 #include "core/rag-prompt.h"
 #include "json-writer.h"

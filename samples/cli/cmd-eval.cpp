@@ -17,6 +17,7 @@
 
 #include "blend-common.h"
 #include "commands.h"
+#include "model-common.h"
 #include "core/error.h"
 #include "core/eval-metrics.h"
 #include "core/rag-prompt.h"

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "model-common.h"
 #include "core/blend.h"
 #include "core/error.h"
 #include "core/rag-prompt.h"

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "model-common.h"
 #include "core/error.h"
 #include "json-writer.h"
 

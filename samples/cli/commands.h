@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "args.h"
-#include "core/model.h"
 
 namespace cacheblend::cli {
 
@@ -23,10 +22,10 @@ int run_ingest(const std::vector<std::string>& args);
 int run_search(const std::vector<std::string>& args);
 int run_ask(const std::vector<std::string>& args);
 
-// --model M, defaulting to default_model_path().
+// --model M, defaulting to the library's default model.
 flag_spec model_flag();
-// Loads --model, turning a missing file into a one-line error that says where the default lives.
-std::shared_ptr<const model> load_model(const parsed_args& a, bool vocab_only);
+// --data DIR: a data directory (catalog, index, KV store).
+flag_spec data_flag();
 
 // Prints the subcommand's help on stdout when -h/--help was given; returns true if it did.
 bool print_help_if_asked(const command_spec& spec, const parsed_args& a);

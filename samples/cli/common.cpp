@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "commands.h"
+#include "model-common.h"
 #include "core/error.h"
 
 // The C API header, once present, carries the authoritative version string.

@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "commands.h"
+#include "model-common.h"
 #include "core/error.h"
 #include "core/file-io.h"
 #include "retrieval/embedder.h"

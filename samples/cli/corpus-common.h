@@ -21,7 +21,6 @@ struct cli_corpus {
     std::string embedder_notice;  // non-empty when running without an embedder
 };
 
-flag_spec data_flag();
 // Opens --data (required) for `cmd`.
 cli_corpus open_cli_corpus(const parsed_args& a, const std::string& cmd);
 

@@ -1,0 +1,49 @@
+// The CLI on the public C ABI (cacheblend.h only): owning wrappers for its handles, a status check
+// that turns a failure into an exception carrying the library's message, and names of the ABI's
+// enum values for human and JSON output.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "cacheblend.h"
+
+namespace cacheblend::cli {
+
+class capi_error : public std::runtime_error {
+public:
+    capi_error(cbl_status s, const std::string& msg) : std::runtime_error(msg), status_(s) {}
+    cbl_status status() const { return status_; }
+
+private:
+    cbl_status status_;
+};
+
+// Throws capi_error with cbl_last_error() (read right away, on this thread) unless s is CBL_OK.
+inline void check(cbl_status s) {
+    if (s != CBL_OK) throw capi_error(s, cbl_last_error());
+}
+
+template <typename T, void (*Free)(T*)>
+struct capi_deleter {
+    void operator()(T* p) const { Free(p); }
+};
+using runtime_ptr = std::unique_ptr<cbl_runtime, capi_deleter<cbl_runtime, cbl_runtime_free>>;
+using session_ptr = std::unique_ptr<cbl_session, capi_deleter<cbl_session, cbl_session_free>>;
+using answer_ptr = std::unique_ptr<cbl_answer, capi_deleter<cbl_answer, cbl_answer_free>>;
+using results_ptr = std::unique_ptr<cbl_results, capi_deleter<cbl_results, cbl_results_free>>;
+using model_ptr = std::unique_ptr<cbl_model, capi_deleter<cbl_model, cbl_model_free>>;
+
+const char* mode_name(int32_t mode);          // CBL_MODE_* -> "full", "blend", ...
+bool parse_mode(const std::string& s, int32_t* out);
+const char* search_name(int32_t mode);        // CBL_SEARCH_* -> "hybrid", "dense", "bm25"
+bool parse_search(const std::string& s, int32_t* out);
+const char* stop_name(int32_t stop);          // CBL_STOP_* -> "eog", "length", ...
+bool parse_kv_format(const std::string& s, int32_t* out);
+
+// The token's text, or "" when the id is not in the vocabulary.
+std::string token_text(const cbl_model* m, int32_t token);
+
+}  // namespace cacheblend::cli

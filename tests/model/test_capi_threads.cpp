@@ -1,0 +1,155 @@
+// Eight threads share one runtime through the C ABI (STYLE.md §7, issue 5): each has its own
+// session and asks, searches, ingests and deletes while the others do, two of them also fight
+// over one shared session (every call either runs or returns CBL_MISUSE), and each thread's
+// error message stays its own. Built and run under ThreadSanitizer by scripts/test.sh --tsan.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cacheblend.h"
+#include "util/cli-runner.h"
+#include "util/test-util.h"
+
+namespace {
+
+constexpr int k_threads = 8;
+
+const char* k_facts[] = {
+    "The Amazon river flows through Brazil, Peru and Colombia.",
+    "Mount Kilimanjaro is a dormant volcano in Tanzania.",
+    "Sourdough bread is leavened by wild yeast and lactic acid bacteria.",
+    "The lighthouse of Alexandria was one of the seven wonders of the ancient world.",
+};
+
+TEST(CapiThreads, EightThreadsShareOneRuntime) {
+    CBL_REQUIRE_DEFAULT_MODEL(model);
+    char tmpl[] = "/tmp/cbl-capi-threads-XXXXXX";
+    const char* d = ::mkdtemp(tmpl);
+    ASSERT_NE(d, nullptr);
+    const std::string dir = d;
+
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.model_path = model.c_str();
+    const std::string data = dir + "/data";
+    rp.data_dir = data.c_str();
+    rp.n_threads = 1;
+    cbl_runtime* rt = nullptr;
+    ASSERT_EQ(cbl_runtime_open(&rp, &rt), CBL_OK) << cbl_last_error();
+    for (size_t i = 0; i < sizeof(k_facts) / sizeof(k_facts[0]); ++i) {
+        const std::string uri = "mem://fact" + std::to_string(i);
+        ASSERT_EQ(cbl_runtime_ingest_text(rt, uri.c_str(), k_facts[i], std::strlen(k_facts[i]),
+                                          nullptr, nullptr),
+                  CBL_OK)
+            << cbl_last_error();
+    }
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = 512;
+    sp.n_threads = 1;
+    cbl_session* shared = nullptr;
+    ASSERT_EQ(cbl_session_create(rt, &sp, &shared), CBL_OK) << cbl_last_error();
+
+    std::atomic<int> failures{0}, shared_ok{0}, shared_misuse{0}, shared_aborted{0};
+    std::vector<std::string> errors(k_threads);
+    auto fail = [&](int t, const std::string& what) {
+        ++failures;
+        errors[static_cast<size_t>(t)] = what + ": " + cbl_last_error();
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < k_threads; ++t) {
+        threads.emplace_back([&, t] {
+            cbl_session* s = nullptr;
+            if (cbl_session_create(rt, &sp, &s) != CBL_OK) return fail(t, "session");
+            cbl_ask_params ap;
+            cbl_ask_params_init(&ap);
+            ap.k = 1;
+            ap.max_tokens = 2;
+            ap.search_mode = CBL_SEARCH_BM25;
+            cbl_answer* a = nullptr;
+            if (cbl_session_ask(s, k_facts[t % 4], &ap, &a) != CBL_OK) return fail(t, "ask");
+            if (cbl_answer_n_citations(a) != 1) return fail(t, "citations");
+            cbl_answer_free(a);
+
+            cbl_search_params q;
+            cbl_search_params_init(&q);
+            q.k = 3;
+            cbl_results* res = nullptr;
+            if (cbl_runtime_search(rt, "volcano", &q, &res) != CBL_OK) return fail(t, "search");
+            cbl_results_free(res);
+
+            // Writers next to the readers: each thread adds and removes its own document.
+            const std::string uri = "mem://thread" + std::to_string(t);
+            const std::string text = "Thread " + std::to_string(t) + " wrote about harbours.";
+            if (cbl_runtime_ingest_text(rt, uri.c_str(), text.data(), text.size(), nullptr,
+                                        nullptr) != CBL_OK) {
+                return fail(t, "ingest");
+            }
+            bool found = false;
+            if (t % 2 == 0 && (cbl_runtime_delete(rt, uri.c_str(), &found) != CBL_OK || !found)) {
+                return fail(t, "delete");
+            }
+
+            // The shared session serves one call at a time.
+            for (int i = 0; i < 2; ++i) {
+                cbl_answer* sa = nullptr;
+                const cbl_status st = cbl_session_ask(shared, "Where is the Amazon?", &ap, &sa);
+                if (st == CBL_OK) {
+                    ++shared_ok;
+                } else if (st == CBL_MISUSE) {
+                    ++shared_misuse;
+                } else if (st == CBL_ABORTED) {
+                    ++shared_aborted;  // another thread's cancel landed in this call
+                } else {
+                    return fail(t, "shared ask");
+                }
+                cbl_answer_free(sa);
+            }
+            if (t % 3 == 0) cbl_session_cancel(shared);  // cancels from any thread are safe
+
+            // Each thread's last error is its own.
+            const std::string bad = "tpu" + std::to_string(t);
+            cbl_runtime_params bp;
+            cbl_runtime_params_init(&bp);
+            bp.device = bad.c_str();
+            cbl_runtime* none = nullptr;
+            if (cbl_runtime_open(&bp, &none) != CBL_INVALID_ARG) return fail(t, "bad device");
+            std::this_thread::yield();
+            if (std::strstr(cbl_last_error(), bad.c_str()) == nullptr) {
+                return fail(t, "thread-local message");
+            }
+            cbl_session_free(s);
+        });
+    }
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < k_threads; ++t) {
+        EXPECT_TRUE(errors[static_cast<size_t>(t)].empty()) << "thread " << t << ": " << errors[static_cast<size_t>(t)];
+    }
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(shared_ok.load() + shared_misuse.load() + shared_aborted.load(), 2 * k_threads);
+    EXPECT_GE(shared_ok.load(), 1);
+
+    // Odd threads' documents stay, even threads' are gone.
+    cbl_search_params q;
+    cbl_search_params_init(&q);
+    q.k = 20;
+    q.mode = CBL_SEARCH_BM25;
+    q.uri_prefix = "mem://thread";
+    cbl_results* res = nullptr;
+    ASSERT_EQ(cbl_runtime_search(rt, "harbours", &q, &res), CBL_OK);
+    EXPECT_EQ(cbl_results_count(res), static_cast<size_t>(k_threads / 2));
+    cbl_results_free(res);
+
+    cbl_session_free(shared);
+    cbl_runtime_free(rt);
+    if (std::system(("rm -rf " + cbltest::shell_quote(dir)).c_str()) != 0) {
+        std::fprintf(stderr, "cleanup of %s failed\n", dir.c_str());
+    }
+}
+
+}  // namespace
