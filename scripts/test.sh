@@ -42,10 +42,25 @@ root=$PWD
 export CBL_BUILD_DIR="$root/build" CBL_INCLUDE_DIR="$root/capi/include"
 export LD_LIBRARY_PATH="$CBL_BUILD_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [[ -f bindings/go/go.mod ]]; then
-  phase "go test"
+  phase "go vet, go test (bindings/go), go build and a run of samples/go"
   bash scripts/install-deps.sh golang-go
-  (cd bindings/go && GOPROXY=off GOFLAGS=-mod=mod CGO_CFLAGS="-I$CBL_INCLUDE_DIR" \
-     CGO_LDFLAGS="-L$CBL_BUILD_DIR -lcacheblend" go test ./...)
+  ( # Debian's Go, standard library only: no module proxy. Caches live in the build dir.
+    export PKG_CONFIG_PATH="$CBL_BUILD_DIR/pkgconfig-build${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export GOPROXY=off GOFLAGS=-mod=mod GOCACHE="$CBL_BUILD_DIR/go/cache" GOPATH="$CBL_BUILD_DIR/go/path"
+    cd bindings/go
+    go vet ./...
+    go test -count=1 ./...   # -count=1: the test cache does not see libcacheblend.so change
+    cd ../../samples/go
+    go vet ./...
+    go build -o "$CBL_BUILD_DIR/go/bin/" ./...
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir "$tmp/docs"
+    echo "Mount Kilimanjaro is a dormant volcano in Tanzania." > "$tmp/docs/kilimanjaro.txt"
+    echo "The Amazon river flows through Brazil, Peru and Colombia." > "$tmp/docs/amazon.md"
+    "$CBL_BUILD_DIR/go/bin/ask" "$tmp/data" "$tmp/docs" "Where is Kilimanjaro?" > "$tmp/out"
+    grep -q "kilimanjaro.txt" "$tmp/out" || { cat "$tmp/out"; echo "go sample: no citation" >&2; exit 1; }
+  )
 fi
 if [[ -f bindings/rust/Cargo.toml ]]; then
   phase "cargo test"

@@ -1,0 +1,740 @@
+package cacheblend_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cacheblend/cacheblend/bindings/go/cacheblend"
+)
+
+var docs = []struct{ uri, text string }{
+	{"mem://amazon", "The Amazon river flows through Brazil, Peru and Colombia. It carries more " +
+		"water than any other river on Earth."},
+	{"mem://kilimanjaro", "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, " +
+		"Uhuru, rises 5,895 metres above sea level and was first climbed in 1889."},
+	{"mem://sourdough", "Sourdough bread is leavened by a culture of wild yeast and lactic acid " +
+		"bacteria. The dough rises slowly, which gives the bread its sour taste."},
+}
+
+// modelPath returns the default model (CBL_MODEL, else the user cache), skipping the test when
+// it is missing unless CBL_REQUIRE_MODEL=1.
+func modelPath(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("CBL_MODEL")
+	if path == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			if home := os.Getenv("HOME"); home != "" {
+				base = filepath.Join(home, ".cache")
+			} else {
+				base = "/tmp"
+			}
+		}
+		path = filepath.Join(base, "cacheblend", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CBL_REQUIRE_MODEL") == "1" {
+			t.Fatalf("default model missing: %s", path)
+		}
+		t.Skipf("default model missing: %s", path)
+	}
+	return path
+}
+
+// openRuntime opens a runtime in a temporary data directory with the three documents ingested
+// into the collection "facts".
+func openRuntime(t *testing.T) (*cacheblend.Runtime, string) {
+	t.Helper()
+	model := modelPath(t)
+	dir := t.TempDir()
+	rt, err := cacheblend.Open(&cacheblend.RuntimeOptions{
+		ModelPath: model,
+		DataDir:   filepath.Join(dir, "data"),
+		Threads:   2,
+	})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	for _, d := range docs {
+		rep, err := rt.IngestText(context.Background(), d.uri, d.text,
+			&cacheblend.IngestOptions{Collection: "facts"})
+		if err != nil {
+			t.Fatalf("IngestText %s: %v", d.uri, err)
+		}
+		if rep.Added != 1 {
+			t.Errorf("IngestText %s: report %+v, want Added 1", d.uri, rep)
+		}
+	}
+	return rt, dir
+}
+
+func newSession(t *testing.T, rt *cacheblend.Runtime, opts *cacheblend.SessionOptions) *cacheblend.Session {
+	t.Helper()
+	if opts == nil {
+		opts = &cacheblend.SessionOptions{}
+	}
+	opts.Ctx, opts.Threads = 1024, 2
+	s, err := rt.NewSession(opts)
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestVersionAndBuildInfo(t *testing.T) {
+	if cacheblend.Version() == "" || cacheblend.BuildInfo() == "" {
+		t.Fatalf("Version %q, BuildInfo %q", cacheblend.Version(), cacheblend.BuildInfo())
+	}
+	if cacheblend.VersionNumber()/1000000 != cacheblend.HeaderVersionNumber/1000000 {
+		t.Errorf("library %d, header %d", cacheblend.VersionNumber(), cacheblend.HeaderVersionNumber)
+	}
+	if devs := cacheblend.Devices(); len(devs) == 0 || devs[0] != "cpu" {
+		t.Errorf("Devices() = %v", devs)
+	}
+	if got := cacheblend.StatusInvalidArg.String(); got != "invalid argument" {
+		t.Errorf("StatusInvalidArg.String() = %q", got)
+	}
+}
+
+func TestErrorIsMatchesPrimaryAndExtendedStatus(t *testing.T) {
+	err := error(&cacheblend.Error{Status: cacheblend.StatusIORead, Op: "x", Msg: "read failed"})
+	if !errors.Is(err, cacheblend.ErrIO) || !errors.Is(err, cacheblend.ErrIORead) {
+		t.Error("an IO_READ error must match ErrIO and ErrIORead")
+	}
+	if errors.Is(err, cacheblend.ErrIOWrite) || errors.Is(err, cacheblend.ErrCorrupt) {
+		t.Error("an IO_READ error must not match ErrIOWrite or ErrCorrupt")
+	}
+	if errors.Is(&cacheblend.Error{Status: cacheblend.StatusIO}, cacheblend.ErrIORead) {
+		t.Error("a plain IO error must not match ErrIORead")
+	}
+	if got := err.Error(); got != "cacheblend: x: read failed (i/o error)" {
+		t.Errorf("Error() = %q", got)
+	}
+}
+
+func TestOpenBadModelPathFailsWithMessage(t *testing.T) {
+	_, err := cacheblend.Open(&cacheblend.RuntimeOptions{
+		ModelPath: "/nonexistent/model.gguf",
+		DataDir:   filepath.Join(t.TempDir(), "data"),
+	})
+	if !errors.Is(err, cacheblend.ErrIO) {
+		t.Fatalf("Open: %v, want ErrIO", err)
+	}
+	var e *cacheblend.Error
+	if !errors.As(err, &e) || !strings.Contains(e.Msg, "/nonexistent/model.gguf") || e.Op != "runtime open" {
+		t.Errorf("Open error %#v: want the path in Msg and Op \"runtime open\"", e)
+	}
+}
+
+func TestSearchWithFiltersAndDelete(t *testing.T) {
+	rt, _ := openRuntime(t)
+	bm25 := &cacheblend.SearchOptions{K: 3, Mode: cacheblend.SearchBM25}
+	hits, _, err := rt.Search("volcano in Tanzania", bm25)
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("Search: %v, %d hits", err, len(hits))
+	}
+	h := hits[0]
+	if h.URI != "mem://kilimanjaro" || h.Start != 0 || h.End != int64(len(docs[1].text)) ||
+		h.Text != docs[1].text || h.Tokens <= 10 || h.ChunkID == 0 && h.Score == 0 {
+		t.Errorf("first hit %+v", h)
+	}
+
+	hits, _, err = rt.Search("volcano in Tanzania",
+		&cacheblend.SearchOptions{Mode: cacheblend.SearchBM25, Collection: "other"})
+	if err != nil || len(hits) != 0 {
+		t.Errorf("collection filter: %v, %d hits", err, len(hits))
+	}
+	hits, _, err = rt.Search("river", &cacheblend.SearchOptions{Mode: cacheblend.SearchBM25,
+		Collection: "facts", URIPrefix: "mem://amaz"})
+	if err != nil || len(hits) != 1 || hits[0].URI != "mem://amazon" {
+		t.Errorf("uri prefix filter: %v, %+v", err, hits)
+	}
+
+	// The default (hybrid) search works with or without an embedder; without one it says so.
+	hits, notice, err := rt.Search("Which river carries the most water?", nil)
+	if err != nil || len(hits) == 0 {
+		t.Errorf("hybrid search: %v, %d hits", err, len(hits))
+	}
+	if rt.Notice() != "" && notice == "" {
+		t.Errorf("no embedder (%q) but the search has no notice", rt.Notice())
+	}
+
+	_, _, err = rt.Search("river", &cacheblend.SearchOptions{Mode: 99})
+	var e *cacheblend.Error
+	if !errors.Is(err, cacheblend.ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Msg, "search mode") {
+		t.Errorf("bad search mode: %v", err)
+	}
+
+	found, err := rt.Delete("mem://amazon")
+	if err != nil || !found {
+		t.Errorf("Delete: %v, found %v", err, found)
+	}
+	found, err = rt.Delete("mem://amazon")
+	if err != nil || found {
+		t.Errorf("second Delete: %v, found %v", err, found)
+	}
+	hits, _, _ = rt.Search("river", &cacheblend.SearchOptions{Mode: cacheblend.SearchBM25, URIPrefix: "mem://amaz"})
+	if len(hits) != 0 {
+		t.Errorf("deleted document still found: %+v", hits)
+	}
+}
+
+func TestIngestFolderReportsSkipsAndAborts(t *testing.T) {
+	rt, dir := openRuntime(t)
+	folder := filepath.Join(dir, "docs")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(folder, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		write("doc"+string(rune('0'+i))+".txt", "Document number "+string(rune('0'+i))+" talks about lighthouses.\n")
+	}
+	write("bad.txt", "invalid \xff\xfe utf-8\n")
+
+	var phases []string
+	var skipped []cacheblend.Progress
+	opts := &cacheblend.IngestOptions{Collection: "folder", Progress: func(p cacheblend.Progress) bool {
+		phases = append(phases, p.Phase)
+		if p.Phase == "skip" {
+			skipped = append(skipped, p)
+		}
+		return true
+	}}
+	rep, err := rt.IngestPath(context.Background(), folder, opts)
+	if err != nil {
+		t.Fatalf("IngestPath: %v", err)
+	}
+	if rep.Added != 4 || rep.Skipped != 1 {
+		t.Errorf("report %+v, want Added 4, Skipped 1", rep)
+	}
+	if len(skipped) != 1 || !strings.HasSuffix(skipped[0].Current, "bad.txt") || skipped[0].Message == "" {
+		t.Errorf("skip reports %+v (phases %v)", skipped, phases)
+	}
+	hits, _, err := rt.Search("lighthouses", &cacheblend.SearchOptions{K: 10, Mode: cacheblend.SearchBM25, Collection: "folder"})
+	if err != nil || len(hits) != 4 {
+		t.Errorf("search in the folder's collection: %v, %d hits", err, len(hits))
+	}
+
+	// Unchanged files are skipped by content hash.
+	same := &cacheblend.IngestOptions{Collection: "folder"}
+	rep, err = rt.IngestPath(context.Background(), folder, same)
+	if err != nil || rep.Added != 0 || rep.Unchanged != 4 {
+		t.Errorf("re-ingest: %v, %+v", err, rep)
+	}
+
+	for i := 4; i < 8; i++ {
+		write("doc"+string(rune('0'+i))+".txt", "Document number "+string(rune('0'+i))+" talks about harbours.\n")
+	}
+	// A progress callback returning false aborts.
+	_, err = rt.IngestPath(context.Background(), folder, &cacheblend.IngestOptions{Collection: "folder",
+		Progress: func(p cacheblend.Progress) bool { return p.Phase != "ingest" }})
+	if !errors.Is(err, cacheblend.ErrAborted) || errors.Is(err, context.Canceled) {
+		t.Errorf("progress abort: %v, want ErrAborted only", err)
+	}
+	// So does cancelling the context.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = rt.IngestPath(ctx, folder, &cacheblend.IngestOptions{Collection: "folder", Progress: func(p cacheblend.Progress) bool {
+		if p.Phase == "ingest" {
+			cancel()
+		}
+		return true
+	}})
+	if !errors.Is(err, cacheblend.ErrAborted) || !errors.Is(err, context.Canceled) {
+		t.Errorf("context cancel: %v, want ErrAborted and context.Canceled", err)
+	}
+	// A re-run finishes the job; nothing was lost or duplicated.
+	rep, err = rt.IngestPath(context.Background(), folder, same)
+	if err != nil || rep.Added+rep.Unchanged != 8 || rep.Unchanged < 4 {
+		t.Errorf("final ingest: %v, %+v", err, rep)
+	}
+	hits, _, err = rt.Search("Document number", &cacheblend.SearchOptions{K: 20, Mode: cacheblend.SearchBM25, URIPrefix: folder})
+	if err != nil || len(hits) != 8 {
+		t.Errorf("after the aborts: %v, %d hits, want 8", err, len(hits))
+	}
+}
+
+func TestAskStreamsIntoWriterWithCitations(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, nil)
+	var buf bytes.Buffer
+	var pieces []string
+	opts := &cacheblend.AskOptions{K: 2, MaxTokens: 12, TopLogprobs: 3, OnToken: func(p string) bool {
+		pieces = append(pieces, p)
+		return true
+	}}
+	ans, err := s.Ask(context.Background(), "Where is Mount Kilimanjaro?", opts, &buf)
+	if err != nil {
+		t.Fatalf("Ask: %v", err)
+	}
+	if ans.Text == "" || buf.String() != ans.Text || strings.Join(pieces, "") != ans.Text {
+		t.Errorf("streamed %q / %q, answer %q", buf.String(), strings.Join(pieces, ""), ans.Text)
+	}
+	if len(ans.Citations) == 0 || ans.Citations[0].URI != "mem://kilimanjaro" {
+		t.Fatalf("citations %+v", ans.Citations)
+	}
+	st := ans.Stats
+	if st.Mode != cacheblend.ModeBlend || st.PromptTokens <= 40 || st.ChunksUsed != len(ans.Citations) ||
+		st.ChunksMissed != st.ChunksUsed || st.GeneratedTokens != len(pieces) || st.TTFT <= 0 ||
+		(st.StopReason != cacheblend.StopEOG && st.StopReason != cacheblend.StopLength) {
+		t.Errorf("stats %+v", st)
+	}
+	if st.SearchMode == cacheblend.SearchDefault || st.Ctx != 1024 {
+		t.Errorf("stats: search mode %v, ctx %d", st.SearchMode, st.Ctx)
+	}
+	if len(ans.Tokens) != st.GeneratedTokens && !(st.StopReason == cacheblend.StopEOG && len(ans.Tokens) == st.GeneratedTokens-1) {
+		t.Errorf("%d token ids for %d generated tokens", len(ans.Tokens), st.GeneratedTokens)
+	}
+	if len(ans.TopLogprobs) != 3 || ans.TopLogprobs[0].Logprob < ans.TopLogprobs[1].Logprob ||
+		len(ans.Tokens) > 0 && ans.TopLogprobs[0].Token != ans.Tokens[0] {
+		t.Errorf("top logprobs %+v, tokens %v", ans.TopLogprobs, ans.Tokens)
+	}
+
+	// The same question again: every chunk's KV comes from the store; no writer this time.
+	ans, err = s.Ask(context.Background(), "Where is Mount Kilimanjaro?", &cacheblend.AskOptions{K: 2, MaxTokens: 12}, nil)
+	if err != nil {
+		t.Fatalf("second Ask: %v", err)
+	}
+	st = ans.Stats
+	if st.ChunksMissed != 0 || st.ChunksHit != st.ChunksUsed || st.TokensReused <= 0 || st.BytesLoaded == 0 {
+		t.Errorf("second ask stats %+v", st)
+	}
+
+	// OnToken returning false stops generating.
+	calls := 0
+	ans, err = s.Ask(context.Background(), "Tell me about sourdough bread.", &cacheblend.AskOptions{K: 2, MaxTokens: 32,
+		OnToken: func(string) bool { calls++; return calls < 2 }}, nil)
+	if err != nil {
+		t.Fatalf("stopped Ask: %v", err)
+	}
+	if ans.Stats.StopReason != cacheblend.StopEOG && (ans.Stats.StopReason != cacheblend.StopCallback || calls != 2) {
+		t.Errorf("stop: reason %v after %d calls", ans.Stats.StopReason, calls)
+	}
+}
+
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.n++
+	return 0, errors.New("disk full")
+}
+
+func TestAskReturnsWriterError(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, nil)
+	w := &failingWriter{}
+	ans, err := s.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 16}, w)
+	if err == nil || !strings.Contains(err.Error(), "disk full") || w.n != 1 {
+		t.Fatalf("Ask: %v after %d writes, want the writer's error after one", err, w.n)
+	}
+	if ans == nil || ans.Stats.StopReason != cacheblend.StopCallback {
+		t.Errorf("answer %+v, want the partial answer stopped by the callback", ans)
+	}
+}
+
+func TestPrefillChunksThenGenerate(t *testing.T) {
+	rt, _ := openRuntime(t)
+	chunks := []string{docs[0].text, docs[1].text, docs[2].text}
+	q := "Which river carries the most water?"
+	var texts []string
+	for _, mode := range []cacheblend.Mode{cacheblend.ModeFull, cacheblend.ModeBlend} {
+		s := newSession(t, rt, &cacheblend.SessionOptions{Mode: mode, RecomputeRatio: 1})
+		for rep := 0; rep < 2; rep++ {
+			st, err := s.PrefillChunks(context.Background(), chunks, q)
+			if err != nil {
+				t.Fatalf("PrefillChunks: %v", err)
+			}
+			if mode == cacheblend.ModeBlend && rep == 1 && st.ChunksHit != 3 {
+				t.Errorf("second blended prefill: %+v, want 3 chunks hit", st)
+			}
+			var buf bytes.Buffer
+			ans, err := s.Generate(context.Background(), &cacheblend.GenerateOptions{MaxTokens: 10}, &buf)
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			if ans.Text == "" || buf.String() != ans.Text || len(ans.Citations) != 0 {
+				t.Errorf("Generate: %q, streamed %q, %d citations", ans.Text, buf.String(), len(ans.Citations))
+			}
+			texts = append(texts, ans.Text)
+			if _, err := s.Generate(context.Background(), nil, nil); !errors.Is(err, cacheblend.ErrMisuse) {
+				t.Errorf("second Generate: %v, want ErrMisuse", err)
+			}
+		}
+	}
+	if texts[0] != texts[2] {
+		t.Errorf("full %q vs blend at ratio 1 %q", texts[0], texts[2])
+	}
+}
+
+func TestSessionWithOwnModelAndStore(t *testing.T) {
+	path := modelPath(t)
+	m, err := cacheblend.LoadModel(path)
+	if err != nil {
+		t.Fatalf("LoadModel: %v", err)
+	}
+	if m.NVocab() <= 0 || m.NCtxTrain() <= 0 {
+		t.Errorf("n_vocab %d, n_ctx_train %d", m.NVocab(), m.NCtxTrain())
+	}
+	ids, err := m.Tokenize("Hello world", false, false)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("Tokenize: %v, %v", err, ids)
+	}
+	var text string
+	for _, id := range ids {
+		piece, err := m.TokenToPiece(id)
+		if err != nil {
+			t.Fatalf("TokenToPiece(%d): %v", id, err)
+		}
+		text += piece
+	}
+	if text != "Hello world" {
+		t.Errorf("pieces of %v make %q", ids, text)
+	}
+	if _, err := m.TokenToPiece(-1); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("TokenToPiece(-1): %v, want ErrInvalidArg", err)
+	}
+	kv, err := cacheblend.OpenKVStore(filepath.Join(t.TempDir(), "kv"), nil)
+	if err != nil {
+		t.Fatalf("OpenKVStore: %v", err)
+	}
+	s, err := cacheblend.SessionWith(m, kv, &cacheblend.SessionOptions{Ctx: 1024, Threads: 2})
+	if err != nil {
+		t.Fatalf("SessionWith: %v", err)
+	}
+	defer s.Close()
+	// Parents may go first: the session holds its own references.
+	m.Close()
+	kv.Close()
+	if _, err := s.Ask(context.Background(), "Where?", nil, nil); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("Ask without a runtime: %v, want ErrInvalidArg", err)
+	}
+	if _, err := s.PrefillChunks(context.Background(), []string{docs[1].text}, "How high is Uhuru?"); err != nil {
+		t.Fatalf("PrefillChunks: %v", err)
+	}
+	if ans, err := s.Generate(context.Background(), &cacheblend.GenerateOptions{MaxTokens: 8}, nil); err != nil || ans.Text == "" {
+		t.Errorf("Generate: %v", err)
+	}
+	if _, err := s.PrefillChunks(context.Background(), []string{"   "}, "q?"); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("blank chunk: %v, want ErrInvalidArg", err)
+	}
+	if _, err := s.PrefillChunks(context.Background(), nil, "q?"); err == nil {
+		t.Error("no chunks: want an error")
+	}
+	if _, err := cacheblend.LoadModel(filepath.Join(t.TempDir(), "missing.gguf")); !errors.Is(err, cacheblend.ErrIO) {
+		t.Errorf("LoadModel of a missing file: %v, want ErrIO", err)
+	}
+}
+
+func TestBadOptionsAreInvalidArg(t *testing.T) {
+	rt, _ := openRuntime(t)
+	for _, opts := range []*cacheblend.SessionOptions{
+		{RecomputeRatio: 2},
+		{KVFormat: 9},
+		{Ctx: 1 << 30},
+	} {
+		s, err := rt.NewSession(opts)
+		var e *cacheblend.Error
+		if !errors.Is(err, cacheblend.ErrInvalidArg) || s != nil || !errors.As(err, &e) || e.Msg == "" {
+			t.Errorf("NewSession(%+v): %v, want ErrInvalidArg with a message", opts, err)
+		}
+	}
+	_, err := cacheblend.Open(&cacheblend.RuntimeOptions{ModelPath: modelPath(t), DataDir: t.TempDir(), Device: "tpu"})
+	if !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("Open on device tpu: %v, want ErrInvalidArg", err)
+	}
+}
+
+func TestUseAfterCloseReturnsErrors(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	_, err := s.Ask(context.Background(), "Where is the Amazon?", nil, nil)
+	if !errors.Is(err, cacheblend.ErrClosed) || !errors.Is(err, cacheblend.ErrMisuse) {
+		t.Errorf("Ask after Close: %v, want ErrClosed and ErrMisuse", err)
+	}
+	if _, err := s.PrefillChunks(context.Background(), []string{"x"}, "q"); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("PrefillChunks after Close: %v", err)
+	}
+	if _, err := s.Generate(context.Background(), nil, nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Generate after Close: %v", err)
+	}
+	s.Cancel() // a no-op
+
+	rt.Close()
+	rt.Close()
+	if _, _, err := rt.Search("river", nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Search after Close: %v", err)
+	}
+	if _, err := rt.IngestText(context.Background(), "mem://x", "text", nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("IngestText after Close: %v", err)
+	}
+	if _, err := rt.IngestPath(context.Background(), "/tmp", nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("IngestPath after Close: %v", err)
+	}
+	if _, err := rt.Delete("mem://x"); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Delete after Close: %v", err)
+	}
+	if _, err := rt.NewSession(nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("NewSession after Close: %v", err)
+	}
+	if _, err := rt.Model(); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Model after Close: %v", err)
+	}
+	if rt.Notice() != "" {
+		t.Error("Notice after Close")
+	}
+	rt.Interrupt() // a no-op
+
+	// Nil and zero handles behave like closed ones.
+	var nilRT *cacheblend.Runtime
+	if _, _, err := nilRT.Search("x", nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("nil runtime: %v", err)
+	}
+	var zero cacheblend.Session
+	if _, err := zero.Ask(context.Background(), "x", nil, nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("zero session: %v", err)
+	}
+	if _, err := cacheblend.SessionWith(nil, nil, nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("SessionWith(nil, nil): %v", err)
+	}
+	var m cacheblend.Model
+	if _, err := m.Tokenize("x", false, false); !errors.Is(err, cacheblend.ErrClosed) || m.NVocab() != 0 {
+		t.Errorf("zero model: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestContextCancelMidAskAborts(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, &cacheblend.SessionOptions{Mode: cacheblend.ModeFull})
+
+	// Cancelled at the first token: the watcher (and the token callback) cancel the session.
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	ans, err := s.Ask(ctx, "Tell me about sourdough bread.", &cacheblend.AskOptions{K: 2, MaxTokens: 64,
+		OnToken: func(string) bool { calls++; cancel(); return true }}, nil)
+	if !errors.Is(err, cacheblend.ErrAborted) || !errors.Is(err, context.Canceled) || ans != nil {
+		t.Fatalf("Ask: %v (answer %v), want ErrAborted and context.Canceled", err, ans)
+	}
+	if calls > 2 {
+		t.Errorf("%d tokens after the cancel", calls)
+	}
+
+	// Cancelled from another goroutine while the call runs (prefill or generation).
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	var once sync.Once
+	go func() {
+		<-started
+		cancel2()
+	}()
+	_, err = s.Ask(ctx2, "What do we know about rivers and bread?", &cacheblend.AskOptions{K: 3, MaxTokens: 200,
+		OnToken: func(string) bool { once.Do(func() { close(started) }); time.Sleep(time.Millisecond); return true }}, nil)
+	if !errors.Is(err, cacheblend.ErrAborted) || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		t.Errorf("Ask cancelled from another goroutine: %v", err)
+	}
+
+	// An already cancelled context does not start the call.
+	if _, err := s.Ask(ctx, "Where is the Amazon?", nil, nil); !errors.Is(err, cacheblend.ErrAborted) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Ask with a cancelled context: %v", err)
+	}
+	if _, err := s.PrefillChunks(ctx, []string{"x"}, "q"); !errors.Is(err, context.Canceled) {
+		t.Errorf("PrefillChunks with a cancelled context: %v", err)
+	}
+
+	// A deadline works the same way, and the cancel does not leak into the next call.
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel3()
+	_, err = s.Ask(ctx3, "Tell me about sourdough bread.", &cacheblend.AskOptions{K: 2, MaxTokens: 64,
+		OnToken: func(string) bool { time.Sleep(20 * time.Millisecond); return true }}, nil)
+	if !errors.Is(err, cacheblend.ErrAborted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Ask past its deadline: %v", err)
+	}
+	ans, err = s.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil)
+	if err != nil || ans.Text == "" {
+		t.Errorf("Ask after the cancels: %v", err)
+	}
+
+	// Session.Cancel from a callback aborts too (no context involved).
+	_, err = s.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 16,
+		OnToken: func(string) bool { s.Cancel(); return true }}, nil)
+	if !errors.Is(err, cacheblend.ErrAborted) || errors.Is(err, context.Canceled) {
+		t.Errorf("Ask after Cancel: %v, want ErrAborted only", err)
+	}
+}
+
+func TestConcurrentAskOnOneSessionIsMisuse(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, nil)
+	var second, nested error
+	done := false
+	w := writerFunc(func(p []byte) (int, error) {
+		if !done {
+			done = true
+			// Another goroutine while the first call runs...
+			ch := make(chan error)
+			go func() {
+				_, err := s.Ask(context.Background(), "Where is the Amazon?", nil, nil)
+				ch <- err
+			}()
+			second = <-ch
+			// ...and the same goroutine, from inside the callback.
+			_, nested = s.Ask(context.Background(), "Where is the Amazon?", nil, nil)
+		}
+		return len(p), nil
+	})
+	ans, err := s.Ask(context.Background(), "Where is Mount Kilimanjaro?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, w)
+	if err != nil || ans.Text == "" {
+		t.Fatalf("first Ask: %v", err)
+	}
+	if !errors.Is(second, cacheblend.ErrMisuse) || errors.Is(second, cacheblend.ErrClosed) {
+		t.Errorf("concurrent Ask: %v, want ErrMisuse", second)
+	}
+	if !errors.Is(nested, cacheblend.ErrMisuse) {
+		t.Errorf("nested Ask: %v, want ErrMisuse", nested)
+	}
+	// The session is free again afterwards.
+	if _, err := s.Ask(context.Background(), "Where is Mount Kilimanjaro?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil); err != nil {
+		t.Errorf("Ask afterwards: %v", err)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestClosingTheRuntimeBeforeTheSession(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, nil)
+	rt.Close()
+	ans, err := s.Ask(context.Background(), "Where is Mount Kilimanjaro?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil)
+	if err != nil || ans.Text == "" || len(ans.Citations) == 0 {
+		t.Fatalf("Ask after the runtime's Close: %v", err)
+	}
+}
+
+func TestCloseDuringAskCancelsAndFreesAfterwards(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s, err := rt.NewSession(&cacheblend.SessionOptions{Ctx: 1024, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Ask(context.Background(), "Tell me about sourdough bread.", &cacheblend.AskOptions{K: 2, MaxTokens: 32,
+		OnToken: func(string) bool { s.Close(); return true }}, nil)
+	if !errors.Is(err, cacheblend.ErrAborted) {
+		t.Errorf("Ask closed from its callback: %v, want ErrAborted", err)
+	}
+	if _, err := s.Ask(context.Background(), "x", nil, nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Ask after Close: %v", err)
+	}
+}
+
+func TestCallbackPanicIsRaisedAfterTheCall(t *testing.T) {
+	rt, _ := openRuntime(t)
+	s := newSession(t, rt, nil)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+		}()
+		_, _ = s.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 8,
+			OnToken: func(string) bool { panic("boom") }}, nil)
+		t.Error("no panic")
+	}()
+	// The session survived and is free.
+	if _, err := s.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil); err != nil {
+		t.Errorf("Ask after the panic: %v", err)
+	}
+}
+
+func TestConcurrentSearchesAndSessionsShareOneRuntime(t *testing.T) {
+	rt, _ := openRuntime(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				hits, _, err := rt.Search("volcano in Tanzania", &cacheblend.SearchOptions{Mode: cacheblend.SearchBM25})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(hits) == 0 || hits[0].URI != "mem://kilimanjaro" {
+					errs <- errors.New("wrong first hit")
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s, err := rt.NewSession(&cacheblend.SessionOptions{Ctx: 1024, Threads: 1})
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer s.Close()
+		if _, err := s.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil); err != nil {
+			errs <- err
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestLoggerReceivesLibraryWarnings(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	cacheblend.SetLogger(func(level cacheblend.LogLevel, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, level.String()+": "+msg)
+	})
+	defer cacheblend.SetLogger(nil)
+	dir := t.TempDir()
+	// A damaged index is rebuilt, with a warning.
+	if err := os.WriteFile(filepath.Join(dir, "index.sqlite"), bytes.Repeat([]byte("not a database "), 300), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := cacheblend.OpenKVStore(dir, &cacheblend.KVStoreOptions{BudgetBytes: 1 << 20})
+	if err != nil {
+		t.Fatalf("OpenKVStore: %v", err)
+	}
+	kv.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	found := false
+	for _, m := range got {
+		found = found || strings.HasPrefix(m, "warn: kvstore: index in") && strings.Contains(m, "rebuilding")
+	}
+	if !found {
+		t.Errorf("log messages %q, want the index rebuild warning", got)
+	}
+}

@@ -1,0 +1,335 @@
+package cacheblend
+
+/*
+#cgo pkg-config: cacheblend
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// HeaderVersionNumber is CBL_VERSION_NUMBER of the header this package was compiled against.
+const HeaderVersionNumber = C.CBL_VERSION_NUMBER
+
+// Version returns the linked library's version string, e.g. "0.1.0".
+func Version() string { return C.GoString(C.cbl_version_string()) }
+
+// VersionNumber returns the linked library's version as X*1000000 + Y*1000 + Z.
+func VersionNumber() int { return int(C.cbl_version_number()) }
+
+// BuildInfo returns facts about the library build, e.g. "cpu_isa=avx2 mimalloc=1 cuda=0".
+func BuildInfo() string { return C.GoString(C.cbl_build_info()) }
+
+// Devices returns the names of the compute devices; the first is always "cpu".
+func Devices() []string {
+	n := int32(C.cbl_device_count())
+	names := make([]string, 0, n)
+	for i := int32(0); i < n; i++ {
+		if p := C.cbl_device_name(C.int32_t(i)); p != nil {
+			names = append(names, C.GoString(p))
+		}
+	}
+	return names
+}
+
+// RuntimeOptions configure Open. The zero value of every field selects the library default.
+type RuntimeOptions struct {
+	// ModelPath is the GGUF model; "" = $CBL_MODEL, else the default model in the user cache.
+	ModelPath string
+	// EmbedderPath is the embedding model; "" = $CBL_EMBED_MODEL, else the default embedder. A
+	// missing default embedder means BM25-only retrieval, reported by Runtime.Notice.
+	EmbedderPath string
+	// DataDir holds the catalog, index and KV store; "" = ${XDG_DATA_HOME:-~/.local/share}/cacheblend.
+	DataDir string
+	// KVBudgetBytes caps the chunk KV store (0 = 8 GiB); least recently used KV is evicted past it.
+	KVBudgetBytes uint64
+	// Threads is the number of compute threads (0 = all cores).
+	Threads int
+	// Device is the compute device, "cpu" or "cuda:0" ("" = "cpu").
+	Device string
+	// NoEmbedder skips loading an embedder (BM25-only retrieval).
+	NoEmbedder bool
+}
+
+// Runtime is a model, a KV store, a chunk catalog and a search index in one handle (cbl_runtime).
+// It is safe for concurrent use: searches run in parallel, ingests and deletes are serialized.
+type Runtime struct {
+	h *handle
+}
+
+// Open opens (creating when missing) the data directory and loads the model and the embedder.
+// opts may be nil for all defaults.
+func Open(opts *RuntimeOptions) (*Runtime, error) {
+	const op = "runtime open"
+	if lib, hdr := VersionNumber()/1000000, HeaderVersionNumber/1000000; lib != hdr {
+		return nil, &Error{Status: StatusUnsupported, Op: op,
+			Msg: fmt.Sprintf("library %s has major version %d, this binding was built for %d", Version(), lib, hdr)}
+	}
+	if opts == nil {
+		opts = &RuntimeOptions{}
+	}
+	var cs cstrings
+	defer cs.free()
+	var rt *C.cbl_runtime
+	var msg *C.char
+	st := C.gocbl_runtime_open(cs.opt(opts.ModelPath), cs.opt(opts.EmbedderPath), cs.opt(opts.DataDir),
+		C.uint64_t(opts.KVBudgetBytes), C.int32_t(opts.Threads), cs.opt(opts.Device),
+		C.bool(opts.NoEmbedder), &rt, &msg)
+	if err := callError(op, st, msg); err != nil {
+		return nil, err
+	}
+	r := &Runtime{h: newHandle(unsafe.Pointer(rt), "runtime",
+		func(p unsafe.Pointer) { C.cbl_runtime_free((*C.cbl_runtime)(p)) }, nil)}
+	runtime.SetFinalizer(r, (*Runtime).Close)
+	return r, nil
+}
+
+// Close drops this handle's reference to the runtime. Sessions made from it keep working. A
+// running ingest or search finishes first; Close does not wait for it. Close is idempotent and
+// always returns nil.
+func (r *Runtime) Close() error {
+	if r != nil {
+		r.h.close()
+	}
+	return nil
+}
+
+func (r *Runtime) acquire(op string) (*C.cbl_runtime, error) {
+	if r == nil {
+		return nil, closedError(op, "runtime")
+	}
+	p, err := r.h.acquire(op)
+	return (*C.cbl_runtime)(p), err
+}
+
+// Notice tells why dense retrieval is off ("" when an embedder is loaded or the runtime is
+// closed).
+func (r *Runtime) Notice() string {
+	p, err := r.acquire("notice")
+	if err != nil {
+		return ""
+	}
+	defer r.h.release()
+	return C.GoString(C.cbl_runtime_notice(p))
+}
+
+// Interrupt makes the ingest calls running on this runtime now return an ErrAborted error, after
+// committing whole documents only. It is safe from any goroutine; later calls are not affected.
+func (r *Runtime) Interrupt() {
+	p, err := r.acquire("interrupt")
+	if err != nil {
+		return
+	}
+	defer r.h.release()
+	C.cbl_runtime_interrupt(p)
+}
+
+// Model returns a new handle to the runtime's model.
+func (r *Runtime) Model() (*Model, error) {
+	const op = "runtime model"
+	p, err := r.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer r.h.release()
+	var m *C.cbl_model
+	var msg *C.char
+	if err := callError(op, C.gocbl_runtime_model(p, &m, &msg), msg); err != nil {
+		return nil, err
+	}
+	return newModel(m), nil
+}
+
+// Progress is one progress report of an ingest call.
+type Progress struct {
+	Phase   string // "scan", "ingest", "embed", "kv", "index" or "skip"
+	Done    int64  // units of the phase done
+	Total   int64  // units of the phase in all
+	Current string // the file being worked on ("" when none)
+	Message string // phase "skip": why Current was skipped
+}
+
+// IngestOptions configure IngestText and IngestPath. The zero value selects the defaults.
+type IngestOptions struct {
+	Collection   string    // a collection name that searches can filter on ("" = none)
+	MetadataJSON string    // IngestText only: a JSON object stored with the document
+	Format       DocFormat // IngestText only; files go by their extension
+	ChunkTokens  int       // LLM tokens per chunk (0 = 512)
+	PrecomputeKV bool      // compute every new chunk's KV now (else on first use)
+	// Progress, when set, receives progress reports on the calling goroutine; returning false
+	// aborts the ingest (ErrAborted). It must not call back into the same runtime's ingest.
+	Progress func(Progress) bool
+}
+
+// IngestReport counts what an ingest call did.
+type IngestReport struct {
+	FilesSeen     int64 // files found
+	Added         int64 // new documents
+	Updated       int64 // changed documents re-ingested
+	Unchanged     int64 // documents skipped by content hash
+	Removed       int64 // documents removed
+	Skipped       int64 // files that could not be read (reported with phase "skip")
+	ChunksAdded   int64 // chunks added to the catalog
+	ChunksRemoved int64 // chunks removed
+	Embedded      int64 // chunks embedded for dense search
+	KVComputed    int64 // chunks whose KV was precomputed
+}
+
+func reportFromC(r *C.cbl_ingest_report) IngestReport {
+	return IngestReport{
+		FilesSeen:     int64(r.files_seen),
+		Added:         int64(r.added),
+		Updated:       int64(r.updated),
+		Unchanged:     int64(r.unchanged),
+		Removed:       int64(r.removed),
+		Skipped:       int64(r.skipped),
+		ChunksAdded:   int64(r.chunks_added),
+		ChunksRemoved: int64(r.chunks_removed),
+		Embedded:      int64(r.embedded),
+		KVComputed:    int64(r.kv_computed),
+	}
+}
+
+// ingest runs one ingest call with progress and cancellation wired up.
+func (r *Runtime) ingest(ctx context.Context, op string, opts *IngestOptions,
+	call func(p *C.cbl_runtime, o *C.gocbl_ingest_opts, sink C.uintptr_t, rep *C.cbl_ingest_report, msg **C.char) C.cbl_status,
+) (IngestReport, error) {
+	ctx = ctxOrBackground(ctx)
+	p, err := r.acquire(op)
+	if err != nil {
+		return IngestReport{}, err
+	}
+	defer r.h.release()
+	if err := refused(op, ctx); err != nil {
+		return IngestReport{}, err
+	}
+	if opts == nil {
+		opts = &IngestOptions{}
+	}
+	var cs cstrings
+	defer cs.free()
+	o := C.gocbl_ingest_opts{
+		collection:    cs.opt(opts.Collection),
+		metadata_json: cs.opt(opts.MetadataJSON),
+		format:        C.int32_t(opts.Format),
+		chunk_tokens:  C.int32_t(opts.ChunkTokens),
+		precompute_kv: C.bool(opts.PrecomputeKV),
+	}
+	var sinkID C.uintptr_t
+	var sink *progressSink
+	if opts.Progress != nil || ctx.Done() != nil {
+		sink = &progressSink{ctx: ctx, fn: opts.Progress}
+		h, id := newSink(sink)
+		defer h.Delete()
+		sinkID = id
+	}
+	stop := watch(ctx, func() { C.cbl_runtime_interrupt(p) })
+	var rep C.cbl_ingest_report
+	var msg *C.char
+	st := call(p, &o, sinkID, &rep, &msg)
+	stop()
+	err = withContext(ctx, callError(op, st, msg))
+	if sink != nil {
+		sink.rethrow()
+	}
+	return reportFromC(&rep), err
+}
+
+// IngestText ingests text as the document uri, replacing an older version of it. The document
+// commits atomically. Cancelling ctx aborts the call with an error matching ErrAborted and
+// ctx's error; it interrupts every ingest running on the runtime at that moment.
+func (r *Runtime) IngestText(ctx context.Context, uri, text string, opts *IngestOptions) (IngestReport, error) {
+	var cs cstrings
+	defer cs.free()
+	curi, ctext := cs.str(uri), cs.str(text)
+	return r.ingest(ctx, "ingest text", opts, func(p *C.cbl_runtime, o *C.gocbl_ingest_opts, sink C.uintptr_t,
+		rep *C.cbl_ingest_report, msg **C.char) C.cbl_status {
+		return C.gocbl_ingest_text(p, curi, ctext, C.size_t(len(text)), o, sink, rep, msg)
+	})
+}
+
+// IngestPath ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are
+// skipped by content hash; files that cannot be read are skipped with a reason (a Progress report
+// with phase "skip") and the rest go on. Documents committed before an abort or error stay.
+// Cancellation works as for IngestText.
+func (r *Runtime) IngestPath(ctx context.Context, path string, opts *IngestOptions) (IngestReport, error) {
+	var cs cstrings
+	defer cs.free()
+	cpath := cs.str(path)
+	return r.ingest(ctx, "ingest path", opts, func(p *C.cbl_runtime, o *C.gocbl_ingest_opts, sink C.uintptr_t,
+		rep *C.cbl_ingest_report, msg **C.char) C.cbl_status {
+		return C.gocbl_ingest_path(p, cpath, o, sink, rep, msg)
+	})
+}
+
+// Delete removes a document, its vectors and (last reference) its chunks' KV. It reports
+// whether the document existed.
+func (r *Runtime) Delete(uri string) (bool, error) {
+	const op = "delete"
+	p, err := r.acquire(op)
+	if err != nil {
+		return false, err
+	}
+	defer r.h.release()
+	var cs cstrings
+	defer cs.free()
+	var found C.bool
+	var msg *C.char
+	if err := callError(op, C.gocbl_delete(p, cs.str(uri), &found, &msg), msg); err != nil {
+		return false, err
+	}
+	return bool(found), nil
+}
+
+// SearchOptions configure Search. The zero value selects the defaults.
+type SearchOptions struct {
+	K          int        // hits to return (0 = 5)
+	Mode       SearchMode // retrieval mode (0 = hybrid)
+	Collection string     // only this collection ("" = every collection)
+	URIPrefix  string     // only documents whose uri starts with it ("" = every document)
+}
+
+// Search returns the best chunks for query, best first, and a notice telling what the retriever
+// changed (e.g. dense search skipped without an embedder; "" if nothing).
+func (r *Runtime) Search(query string, opts *SearchOptions) ([]Hit, string, error) {
+	const op = "search"
+	p, err := r.acquire(op)
+	if err != nil {
+		return nil, "", err
+	}
+	defer r.h.release()
+	if opts == nil {
+		opts = &SearchOptions{}
+	}
+	var cs cstrings
+	defer cs.free()
+	o := C.gocbl_search_opts{
+		k:          C.int32_t(opts.K),
+		mode:       C.int32_t(opts.Mode),
+		collection: cs.opt(opts.Collection),
+		uri_prefix: cs.opt(opts.URIPrefix),
+	}
+	var res *C.cbl_results
+	var msg *C.char
+	if err := callError(op, C.gocbl_search(p, cs.str(query), &o, &res, &msg), msg); err != nil {
+		return nil, "", err
+	}
+	defer C.cbl_results_free(res)
+	n := C.cbl_results_count(res)
+	hits := make([]Hit, 0, int(n))
+	for i := C.size_t(0); i < n; i++ {
+		var h C.cbl_hit
+		var hmsg *C.char
+		if err := callError(op, C.gocbl_results_hit(res, i, &h, &hmsg), hmsg); err != nil {
+			return nil, "", err
+		}
+		hits = append(hits, hitFromC(&h))
+	}
+	return hits, C.GoString(C.cbl_results_notice(res)), nil
+}

@@ -1,0 +1,295 @@
+package cacheblend
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"unsafe"
+)
+
+// SessionOptions configure a session. The zero value of every field selects the library default.
+type SessionOptions struct {
+	Threads        int      // compute threads (0 = the runtime's, or all cores)
+	Ctx            int      // context length in tokens (0 = the model's training context, at most 8192)
+	Mode           Mode     // prefill mode (0 = ModeBlend)
+	RecomputeRatio float32  // share of reused tokens recomputed in ModeBlend (0 = 0.15; at most 1)
+	AutoRatio      bool     // pick the ratio from measured load and compute rates
+	KVFormat       KVFormat // format of the chunk KV the session stores (0 = KVF16)
+}
+
+func (o *SessionOptions) toC() C.gocbl_session_opts {
+	if o == nil {
+		o = &SessionOptions{}
+	}
+	return C.gocbl_session_opts{
+		n_threads:       C.int32_t(o.Threads),
+		n_ctx:           C.int32_t(o.Ctx),
+		mode:            C.int32_t(o.Mode),
+		recompute_ratio: C.float(o.RecomputeRatio),
+		auto_ratio:      C.bool(o.AutoRatio),
+		kv_format:       C.int32_t(o.KVFormat),
+	}
+}
+
+// Session is the per-request state of CacheBlend prefill and generation (cbl_session).
+//
+// A session serves one call at a time: a second concurrent call, or a token callback calling back
+// into its own session, fails with an error matching ErrMisuse. Cancel and Close may be called
+// from any goroutine. A session keeps its runtime (or model and KV store) alive, so those may be
+// closed first.
+type Session struct {
+	h *handle
+}
+
+func newSession(s *C.cbl_session) *Session {
+	sess := &Session{h: newHandle(unsafe.Pointer(s), "session",
+		func(p unsafe.Pointer) { C.cbl_session_free((*C.cbl_session)(p)) },
+		func(p unsafe.Pointer) { C.cbl_session_cancel((*C.cbl_session)(p)) })}
+	runtime.SetFinalizer(sess, (*Session).Close)
+	return sess
+}
+
+// NewSession creates a session over the runtime's model and KV store. opts may be nil.
+func (r *Runtime) NewSession(opts *SessionOptions) (*Session, error) {
+	const op = "session create"
+	p, err := r.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer r.h.release()
+	o := opts.toC()
+	var s *C.cbl_session
+	var msg *C.char
+	if err := callError(op, C.gocbl_session_create(p, &o, &s, &msg), msg); err != nil {
+		return nil, err
+	}
+	return newSession(s), nil
+}
+
+// SessionWith creates a session over a model and a KV store of your own, for apps with their own
+// retrieval: it serves PrefillChunks and Generate (Ask needs a runtime). opts may be nil. The
+// session holds its own references, so model and store may be closed right after.
+func SessionWith(model *Model, store *KVStore, opts *SessionOptions) (*Session, error) {
+	const op = "session create"
+	if model == nil {
+		return nil, closedError(op, "model")
+	}
+	if store == nil {
+		return nil, closedError(op, "kvstore")
+	}
+	mp, err := model.h.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer model.h.release()
+	kp, err := store.h.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer store.h.release()
+	o := opts.toC()
+	var s *C.cbl_session
+	var msg *C.char
+	st := C.gocbl_session_create_with((*C.cbl_model)(mp), (*C.cbl_kvstore)(kp), &o, &s, &msg)
+	if err := callError(op, st, msg); err != nil {
+		return nil, err
+	}
+	return newSession(s), nil
+}
+
+// Close frees the session. A call running on it is cancelled (it returns an ErrAborted error)
+// and the session is freed when that call returns. Close is idempotent and always returns nil.
+func (s *Session) Close() error {
+	if s != nil {
+		s.h.close()
+	}
+	return nil
+}
+
+// Cancel makes the session's running call return an ErrAborted error soon (between layers or
+// tokens). It is safe from any goroutine; without a running call it does nothing.
+func (s *Session) Cancel() {
+	p, err := s.acquire("cancel")
+	if err != nil {
+		return
+	}
+	defer s.h.release()
+	C.cbl_session_cancel(p)
+}
+
+func (s *Session) acquire(op string) (*C.cbl_session, error) {
+	if s == nil {
+		return nil, closedError(op, "session")
+	}
+	p, err := s.h.acquire(op)
+	return (*C.cbl_session)(p), err
+}
+
+// AskOptions configure Session.Ask. The zero value of every field selects the library default.
+type AskOptions struct {
+	K           int        // chunks to retrieve (0 = 4)
+	SearchMode  SearchMode // retrieval mode (0 = hybrid)
+	Collection  string     // only this collection ("" = every collection)
+	URIPrefix   string     // only documents whose uri starts with it ("" = every document)
+	MaxTokens   int        // tokens to generate at most (0 = 128)
+	Temperature float32    // sampling temperature (0 = greedy)
+	Seed        uint64     // sampling seed for Temperature > 0
+	CompareFull bool       // also time the same prompt in ModeFull (Stats.FullTTFT)
+	TopLogprobs int        // record the k most likely first tokens in Answer.TopLogprobs (0 = none)
+	// OnToken, when set, receives each token's text as it is generated, on the calling
+	// goroutine; returning false stops generating (Stats.StopReason == StopCallback). A piece may
+	// end inside a UTF-8 sequence; the pieces concatenate to Answer.Text.
+	OnToken func(piece string) bool
+}
+
+// GenerateOptions configure Session.Generate. The zero value selects the defaults.
+type GenerateOptions struct {
+	MaxTokens   int     // tokens to generate at most (0 = 128)
+	Temperature float32 // sampling temperature (0 = greedy)
+	Seed        uint64  // sampling seed for Temperature > 0
+	TopLogprobs int     // record the k most likely first tokens in Answer.TopLogprobs (0 = none)
+	// OnToken works as AskOptions.OnToken.
+	OnToken func(piece string) bool
+}
+
+// Ask retrieves the best chunks for question, assembles the prompt within the session's
+// context, prefills it reusing the store's chunk KV and generates the answer. Each token's text
+// is written to w as it arrives (w may be nil) and passed to opts.OnToken. opts may be nil.
+//
+// Cancelling ctx (or calling Cancel or Close) aborts the call with an error matching ErrAborted,
+// and, for ctx, ctx's error too. If w returns an error, generation stops and Ask returns the
+// answer so far together with that error.
+func (s *Session) Ask(ctx context.Context, question string, opts *AskOptions, w io.Writer) (*Answer, error) {
+	const op = "ask"
+	if opts == nil {
+		opts = &AskOptions{}
+	}
+	var cs cstrings
+	defer cs.free()
+	o := &C.gocbl_ask_opts{
+		k:            C.int32_t(opts.K),
+		search_mode:  C.int32_t(opts.SearchMode),
+		collection:   cs.opt(opts.Collection),
+		uri_prefix:   cs.opt(opts.URIPrefix),
+		max_tokens:   C.int32_t(opts.MaxTokens),
+		temperature:  C.float(opts.Temperature),
+		seed:         C.uint64_t(opts.Seed),
+		compare_full: C.bool(opts.CompareFull),
+		top_logprobs: C.int32_t(opts.TopLogprobs),
+	}
+	cq := cs.str(question)
+	return s.stream(ctx, op, w, opts.OnToken,
+		func(p *C.cbl_session, sink C.uintptr_t, out **C.cbl_answer, msg **C.char) C.cbl_status {
+			return C.gocbl_session_ask(p, cq, o, sink, out, msg)
+		})
+}
+
+// Generate generates from the last PrefillChunks (once per prefill; a second call fails with
+// ErrMisuse), streaming to w and opts.OnToken as Ask does. opts may be nil.
+func (s *Session) Generate(ctx context.Context, opts *GenerateOptions, w io.Writer) (*Answer, error) {
+	const op = "generate"
+	if opts == nil {
+		opts = &GenerateOptions{}
+	}
+	maxTokens, temp, seed := C.int32_t(opts.MaxTokens), C.float(opts.Temperature), C.uint64_t(opts.Seed)
+	topLogprobs := C.int32_t(opts.TopLogprobs)
+	return s.stream(ctx, op, w, opts.OnToken,
+		func(p *C.cbl_session, sink C.uintptr_t, out **C.cbl_answer, msg **C.char) C.cbl_status {
+			return C.gocbl_session_generate(p, maxTokens, temp, seed, topLogprobs, sink, out, msg)
+		})
+}
+
+// stream runs one generating call with token streaming and cancellation wired up.
+func (s *Session) stream(ctx context.Context, op string, w io.Writer, fn func(string) bool,
+	call func(p *C.cbl_session, sink C.uintptr_t, out **C.cbl_answer, msg **C.char) C.cbl_status,
+) (*Answer, error) {
+	ctx = ctxOrBackground(ctx)
+	p, err := s.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer s.h.release()
+	if err := refused(op, ctx); err != nil {
+		return nil, err
+	}
+	cancel := func() { C.cbl_session_cancel(p) }
+	var sinkID C.uintptr_t
+	var sink *tokenSink
+	if w != nil || fn != nil || ctx.Done() != nil {
+		sink = &tokenSink{ctx: ctx, cancel: cancel, w: w, fn: fn}
+		h, id := newSink(sink)
+		defer h.Delete()
+		sinkID = id
+	}
+	stop := watch(ctx, cancel)
+	var a *C.cbl_answer
+	var msg *C.char
+	st := call(p, sinkID, &a, &msg)
+	stop()
+	if a != nil {
+		defer C.cbl_answer_free(a)
+	}
+	err = withContext(ctx, callError(op, st, msg))
+	if sink != nil {
+		sink.rethrow()
+	}
+	if err != nil {
+		return nil, err
+	}
+	ans, err := answerFromC(op, a)
+	if err != nil {
+		return nil, err
+	}
+	if sink != nil && sink.writeErr != nil {
+		return ans, fmt.Errorf("cacheblend: %s: writing the answer: %w", op, sink.writeErr)
+	}
+	return ans, nil
+}
+
+// PrefillChunks prefills [preamble][chunks...][question] from your own chunks, in prompt order,
+// reusing their stored KV and storing the misses. Follow it with Generate. Cancelling ctx aborts
+// the prefill with an error matching ErrAborted and ctx's error.
+func (s *Session) PrefillChunks(ctx context.Context, chunks []string, question string) (Stats, error) {
+	const op = "prefill chunks"
+	ctx = ctxOrBackground(ctx)
+	p, err := s.acquire(op)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer s.h.release()
+	if err := refused(op, ctx); err != nil {
+		return Stats{}, err
+	}
+	var cs cstrings
+	defer cs.free()
+	var ptrs **C.char
+	var lens *C.size_t
+	if n := len(chunks); n > 0 {
+		// C memory for the arrays, so that nothing handed to C lives in the Go heap.
+		pa := unsafe.Slice((**C.char)(C.malloc(C.size_t(n)*C.size_t(unsafe.Sizeof((*C.char)(nil))))), n)
+		la := unsafe.Slice((*C.size_t)(C.malloc(C.size_t(n)*C.size_t(unsafe.Sizeof(C.size_t(0))))), n)
+		defer C.free(unsafe.Pointer(&pa[0]))
+		defer C.free(unsafe.Pointer(&la[0]))
+		for i, c := range chunks {
+			pa[i] = cs.str(c)
+			la[i] = C.size_t(len(c))
+		}
+		ptrs, lens = &pa[0], &la[0]
+	}
+	stop := watch(ctx, func() { C.cbl_session_cancel(p) })
+	var st C.cbl_stats
+	var msg *C.char
+	status := C.gocbl_session_prefill_chunks(p, ptrs, lens, C.size_t(len(chunks)), cs.str(question), &st, &msg)
+	stop()
+	if err := withContext(ctx, callError(op, status, msg)); err != nil {
+		return Stats{}, err
+	}
+	return statsFromC(&st), nil
+}

@@ -1,0 +1,101 @@
+/*
+ * C shims between the Go binding and libcacheblend (shim.c).
+ *
+ * Each shim fills a params struct with its static inline _init() helper, calls one cbl_ function
+ * and, when that fails, copies cbl_last_error() into *err (malloc'd; the caller frees it with
+ * free()) before returning. The copy must happen inside the same cgo call: the message is
+ * thread-local, and a goroutine may run on another OS thread by its next cgo call.
+ *
+ * Callbacks take a runtime/cgo.Handle as user_data (sink); 0 means no callback.
+ */
+#ifndef CACHEBLEND_GO_SHIM_H
+#define CACHEBLEND_GO_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cacheblend.h"
+
+/* Search options as one plain struct (no C pointers owned here). */
+typedef struct gocbl_search_opts {
+    int32_t k;
+    int32_t mode;
+    const char *collection;
+    const char *uri_prefix;
+} gocbl_search_opts;
+
+typedef struct gocbl_ingest_opts {
+    const char *collection;
+    const char *metadata_json;
+    int32_t format;
+    int32_t chunk_tokens;
+    bool precompute_kv;
+} gocbl_ingest_opts;
+
+typedef struct gocbl_session_opts {
+    int32_t n_threads;
+    int32_t n_ctx;
+    int32_t mode;
+    float recompute_ratio;
+    bool auto_ratio;
+    int32_t kv_format;
+} gocbl_session_opts;
+
+typedef struct gocbl_ask_opts {
+    int32_t k;
+    int32_t search_mode;
+    const char *collection;
+    const char *uri_prefix;
+    int32_t max_tokens;
+    float temperature;
+    uint64_t seed;
+    bool compare_full;
+    int32_t top_logprobs;
+} gocbl_ask_opts;
+
+cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
+                              const char *data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
+                              const char *device, bool no_embedder, cbl_runtime **out, char **err);
+cbl_status gocbl_runtime_model(cbl_runtime *rt, cbl_model **out, char **err);
+cbl_status gocbl_ingest_text(cbl_runtime *rt, const char *uri, const char *text, size_t len,
+                             const gocbl_ingest_opts *o, uintptr_t sink, cbl_ingest_report *rep,
+                             char **err);
+cbl_status gocbl_ingest_path(cbl_runtime *rt, const char *path, const gocbl_ingest_opts *o,
+                             uintptr_t sink, cbl_ingest_report *rep, char **err);
+cbl_status gocbl_delete(cbl_runtime *rt, const char *uri, bool *found, char **err);
+cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_opts *o,
+                        cbl_results **out, char **err);
+cbl_status gocbl_results_hit(const cbl_results *res, size_t i, cbl_hit *out, char **err);
+
+cbl_status gocbl_model_load(const char *path, bool vocab_only, cbl_model **out, char **err);
+cbl_status gocbl_tokenize(const cbl_model *m, const char *text, size_t len, bool add_special,
+                          bool parse_special, int32_t *ids, size_t cap, size_t *out_n, char **err);
+cbl_status gocbl_kvstore_open(const char *dir, uint64_t budget_bytes, bool direct_io,
+                              cbl_kvstore **out, char **err);
+
+cbl_status gocbl_session_create(cbl_runtime *rt, const gocbl_session_opts *o, cbl_session **out,
+                                char **err);
+cbl_status gocbl_session_create_with(cbl_model *m, cbl_kvstore *kv, const gocbl_session_opts *o,
+                                     cbl_session **out, char **err);
+cbl_status gocbl_session_ask(cbl_session *s, const char *question, const gocbl_ask_opts *o,
+                             uintptr_t sink, cbl_answer **out, char **err);
+cbl_status gocbl_session_prefill_chunks(cbl_session *s, const char *const *chunks,
+                                        const size_t *lens, size_t n, const char *question,
+                                        cbl_stats *out_stats, char **err);
+cbl_status gocbl_session_generate(cbl_session *s, int32_t max_tokens, float temperature,
+                                  uint64_t seed, int32_t top_logprobs, uintptr_t sink,
+                                  cbl_answer **out, char **err);
+
+cbl_status gocbl_answer_citation(const cbl_answer *a, size_t i, cbl_hit *out, char **err);
+cbl_status gocbl_answer_stats(const cbl_answer *a, cbl_stats *out, char **err);
+cbl_status gocbl_answer_top_logprob(const cbl_answer *a, size_t i, int32_t *token, float *logprob,
+                                    char **err);
+cbl_status gocbl_token_to_piece(const cbl_model *m, int32_t token, char *buf, size_t cap,
+                                size_t *out_len, char **err);
+
+/* Installs (sink != 0) or removes (sink == 0) the Go log sink. */
+void gocbl_log_set(uintptr_t sink);
+
+#endif

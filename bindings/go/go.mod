@@ -1,0 +1,3 @@
+module github.com/cacheblend/cacheblend/bindings/go
+
+go 1.19
