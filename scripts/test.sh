@@ -3,7 +3,9 @@
 # with the real model required (a missing model fails instead of skipping), then the bindings' tests.
 #   bash scripts/test.sh              Release suite
 #   bash scripts/test.sh --sanitize   also build with address,undefined sanitizers in build-asan
-#                                     (mimalloc off there) and run the whole suite again
+#                                     (mimalloc off there) and run the whole suite again, then
+#                                     build the threading tests with ThreadSanitizer in build-tsan
+#                                     (8 threads sharing one runtime; FAISS single-threaded there)
 # CBL_TEST_JOBS sets ctest's parallelism (default 2); extra ctest arguments go after `--`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -63,11 +65,31 @@ if [[ -f bindings/go/go.mod ]]; then
   )
 fi
 if [[ -f bindings/rust/Cargo.toml ]]; then
-  phase "cargo test"
-  (cd bindings/rust && cargo test --offline)
+  phase "cargo test (bindings/rust, samples/rust: header check, real-model tests, a sample run)"
+  # No registry crates: Debian's cargo (rustc 1.63) is enough, and it is installed when no cargo
+  # is on PATH. Target dir: bindings/rust/target (git-ignored).
+  command -v cargo >/dev/null || bash scripts/install-deps.sh cargo
+  ( cd bindings/rust
+    cargo test --offline --workspace
+    # With a newer cargo first on PATH (rustup), also check the crates against Debian's rustc 1.63.
+    if [[ -x /usr/bin/cargo && -x /usr/bin/rustc && "$(command -v cargo)" != /usr/bin/cargo ]]; then
+      RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc /usr/bin/cargo check --offline --workspace \
+        --all-targets --target-dir target/rustc-1.63
+    fi
+  )
 fi
 
 if ((sanitize)); then
+  phase "build (thread sanitizer, build-tsan/: threading tests only)"
+  tsan_tests=(test_capi_threads test_thread_pool)
+  BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
+    -DCBL_SANITIZE=thread -DCBL_BUILD_BENCH=OFF -DCBL_BUILD_SAMPLES=OFF -- "${tsan_tests[@]}"
+  phase "ctest (thread sanitizer)"
+  # libgomp is not instrumented: FAISS runs single-threaded here instead of suppressing reports.
+  OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}" \
+    ctest --test-dir build-tsan --output-on-failure --no-tests=error -j 1 \
+      -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+
   phase "build (address,undefined sanitizers, build-asan/)"
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
     -DCBL_SANITIZE=address,undefined -DCBL_BUILD_BENCH=OFF
