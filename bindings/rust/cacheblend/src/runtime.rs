@@ -1,0 +1,220 @@
+//! The runtime: model + KV store + catalog + index in one shareable handle.
+use std::os::raw::c_void;
+use std::path::Path;
+use std::ptr::{self, NonNull};
+
+use cacheblend_sys as sys;
+
+use crate::error::{check, Result};
+use crate::model::Model;
+use crate::options::{IngestOptions, ProgressFn, RuntimeOptions, SearchOptions, SessionOptions};
+use crate::session::Session;
+use crate::types::{Hit, IngestReport, Progress, SearchResults};
+use crate::util::{
+    cstring, opt_cstring, opt_path_cstring, opt_ptr, path_cstring, string_from, CallbackState,
+    FreeOnDrop,
+};
+
+/// An open runtime (`cbl_runtime`): the model, the embedder, the chunk KV store, the catalog and
+/// the vector index of one data directory.
+///
+/// `Send + Sync`: share it across threads (e.g. in an `Arc`); searches run in parallel, ingest and
+/// delete calls are serialized inside the library. Sessions made from it keep it alive, so it may
+/// be dropped before them.
+#[derive(Debug)]
+pub struct Runtime {
+    raw: NonNull<sys::cbl_runtime>,
+}
+
+// SAFETY: the C API documents cbl_runtime as shareable by any number of threads; the handle is
+// reference-counted and only freed by Drop.
+unsafe impl Send for Runtime {}
+// SAFETY: as above; every runtime function locks internally.
+unsafe impl Sync for Runtime {}
+
+impl Runtime {
+    /// Opens (creating when missing) the data directory and loads the model and the embedder.
+    pub fn open(options: &RuntimeOptions) -> Result<Runtime> {
+        let model = opt_path_cstring("model path", &options.model_path)?;
+        let embedder = opt_path_cstring("embedder path", &options.embedder_path)?;
+        let data_dir = opt_path_cstring("data dir", &options.data_dir)?;
+        let device = opt_cstring("device", &options.device)?;
+        let mut p = sys::cbl_runtime_params::default();
+        p.model_path = opt_ptr(&model);
+        p.embedder_path = opt_ptr(&embedder);
+        p.data_dir = opt_ptr(&data_dir);
+        p.kv_budget_bytes = options.kv_budget_bytes;
+        p.n_threads = options.n_threads;
+        p.device = opt_ptr(&device);
+        p.no_embedder = options.no_embedder;
+        let mut out = ptr::null_mut();
+        // SAFETY: the strings outlive the call; params and out pointer are valid.
+        check(unsafe { sys::cbl_runtime_open(&p, &mut out) })?;
+        Ok(Runtime {
+            raw: NonNull::new(out).expect("cacheblend: the library returned a NULL runtime"),
+        })
+    }
+
+    /// The raw handle, still owned by `self`.
+    pub fn as_ptr(&self) -> *mut sys::cbl_runtime {
+        self.raw.as_ptr()
+    }
+
+    /// A new reference to the runtime's model.
+    pub fn model(&self) -> Result<Model> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::cbl_runtime_model(self.raw.as_ptr(), &mut out) })?;
+        Ok(Model::from_raw(out))
+    }
+
+    /// Why dense retrieval is off ("" when an embedder is loaded).
+    pub fn notice(&self) -> String {
+        // SAFETY: the string lives until the runtime is freed; it is copied.
+        unsafe { string_from(sys::cbl_runtime_notice(self.raw.as_ptr())) }
+    }
+
+    /// Aborts the ingest calls running on this runtime now, from any thread: they fail with
+    /// [`ErrorKind::Aborted`](crate::ErrorKind::Aborted) after committing whole documents only.
+    /// Later calls are not affected.
+    pub fn interrupt(&self) {
+        // SAFETY: live handle; the C API allows this from any thread.
+        unsafe { sys::cbl_runtime_interrupt(self.raw.as_ptr()) }
+    }
+
+    /// Ingests `text` as the document `uri`, replacing an older version of it. The document
+    /// commits atomically.
+    pub fn ingest_text(
+        &self,
+        uri: &str,
+        text: &str,
+        options: &mut IngestOptions<'_>,
+    ) -> Result<IngestReport> {
+        let uri = cstring("uri", uri)?;
+        self.ingest(options, |p, report| {
+            // SAFETY: uri and text outlive the call (text by pointer and length).
+            unsafe {
+                sys::cbl_runtime_ingest_text(
+                    self.raw.as_ptr(),
+                    uri.as_ptr(),
+                    text.as_ptr() as *const _,
+                    text.len(),
+                    p,
+                    report,
+                )
+            }
+        })
+    }
+
+    /// Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
+    /// content hash; files that cannot be read are skipped with a reason (progress phase `"skip"`,
+    /// counted in [`IngestReport::skipped`]) and the rest go on. Documents committed before an
+    /// abort or error stay.
+    pub fn ingest_path(
+        &self,
+        path: impl AsRef<Path>,
+        options: &mut IngestOptions<'_>,
+    ) -> Result<IngestReport> {
+        let path = path_cstring("path", path.as_ref())?;
+        self.ingest(options, |p, report| {
+            // SAFETY: path outlives the call.
+            unsafe { sys::cbl_runtime_ingest_path(self.raw.as_ptr(), path.as_ptr(), p, report) }
+        })
+    }
+
+    fn ingest(
+        &self,
+        options: &mut IngestOptions<'_>,
+        call: impl FnOnce(*const sys::cbl_ingest_params, *mut sys::cbl_ingest_report) -> i32,
+    ) -> Result<IngestReport> {
+        let collection = opt_cstring("collection", &options.collection)?;
+        let metadata = opt_cstring("metadata_json", &options.metadata_json)?;
+        let mut p = sys::cbl_ingest_params::default();
+        p.collection = opt_ptr(&collection);
+        p.metadata_json = opt_ptr(&metadata);
+        p.format = options.format_raw();
+        p.chunk_tokens = options.chunk_tokens;
+        p.precompute_kv = options.precompute_kv;
+        let mut state = options.progress.as_mut().map(|f| CallbackState {
+            panic: None,
+            f: &mut **f,
+        });
+        if let Some(s) = state.as_mut() {
+            p.progress = Some(progress_trampoline);
+            p.progress_user_data = s as *mut CallbackState<&mut ProgressFn<'_>> as *mut c_void;
+        }
+        let mut report = sys::cbl_ingest_report::default();
+        let result = check(call(&p, &mut report)); // reads the message before anything else
+        if let Some(s) = state.as_mut() {
+            s.resume();
+        }
+        result.map(|()| IngestReport::from_c(&report))
+    }
+
+    /// Removes a document, its vectors and (last reference) its chunks' KV. Returns whether it
+    /// existed.
+    pub fn delete(&self, uri: &str) -> Result<bool> {
+        let uri = cstring("uri", uri)?;
+        let mut found = false;
+        // SAFETY: valid pointers for the duration of the call.
+        check(unsafe { sys::cbl_runtime_delete(self.raw.as_ptr(), uri.as_ptr(), &mut found) })?;
+        Ok(found)
+    }
+
+    /// The best chunks for `query`, best first.
+    pub fn search(&self, query: &str, options: &SearchOptions) -> Result<SearchResults> {
+        let query = cstring("query", query)?;
+        let collection = opt_cstring("collection", &options.collection)?;
+        let prefix = opt_cstring("uri_prefix", &options.uri_prefix)?;
+        let mut p = sys::cbl_search_params::default();
+        p.k = options.k;
+        p.mode = options.mode_raw();
+        p.collection = opt_ptr(&collection);
+        p.uri_prefix = opt_ptr(&prefix);
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers for the duration of the call.
+        check(unsafe { sys::cbl_runtime_search(self.raw.as_ptr(), query.as_ptr(), &p, &mut out) })?;
+        let res = FreeOnDrop(out, sys::cbl_results_free);
+        // SAFETY: res is a live results handle until the guard drops at the end of this function.
+        unsafe {
+            let n = sys::cbl_results_count(res.0);
+            let mut hits = Vec::with_capacity(n);
+            for i in 0..n {
+                hits.push(Hit::read(|h| sys::cbl_results_hit(res.0, i, h))?);
+            }
+            Ok(SearchResults {
+                hits,
+                notice: string_from(sys::cbl_results_notice(res.0)),
+            })
+        }
+    }
+
+    /// A new session over the runtime's model and KV store. It keeps the runtime alive.
+    pub fn session(&self, options: &SessionOptions) -> Result<Session> {
+        let p = options.to_c();
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers for the duration of the call.
+        check(unsafe { sys::cbl_session_create(self.raw.as_ptr(), &p, &mut out) })?;
+        Ok(Session::from_raw(out))
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // SAFETY: this reference is released exactly once; sessions hold their own.
+        unsafe { sys::cbl_runtime_free(self.raw.as_ptr()) }
+    }
+}
+
+/// `cbl_progress_fn` for [`Runtime::ingest`]: `user` is the `CallbackState` on its stack.
+unsafe extern "C" fn progress_trampoline(p: *const sys::cbl_progress, user: *mut c_void) -> bool {
+    if p.is_null() || user.is_null() {
+        return true;
+    }
+    // SAFETY: user points at the live CallbackState of the ingest call running on this thread
+    // (callbacks run on the calling thread); nothing else touches it during the call.
+    let state = &mut *(user as *mut CallbackState<&mut ProgressFn<'_>>);
+    // SAFETY: *p and its strings are valid during the callback, and the Progress does not
+    // escape it.
+    state.invoke(|f| f(&Progress::from_c(p)))
+}

@@ -1,0 +1,647 @@
+//! The safe API end to end on the real default model, covering what the C API test and the Go
+//! binding's tests cover: open a runtime in a temporary data directory, ingest text and a folder
+//! (a bad file skipped and reported through progress), search with filters, ask with streaming
+//! (streamed text = answer text) and citations, prefill_chunks + generate, typed errors, cancel
+//! from another thread, panics in callbacks, and dropping parents before children.
+//!
+//! Without the model file every model test returns early with a note, unless
+//! CBL_REQUIRE_MODEL=1 (the project's test command), which makes a missing model a failure.
+use std::env;
+use std::fs;
+use std::panic;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use cacheblend::{
+    AskOptions, CancelHandle, ErrorKind, GenerateOptions, IngestOptions, KvStore, KvStoreOptions,
+    Mode, Model, Runtime, RuntimeOptions, SearchMode, SearchOptions, Session, SessionOptions,
+    Status, StopReason,
+};
+
+const DOCS: [(&str, &str); 3] = [
+    (
+        "mem://amazon",
+        "The Amazon river flows through Brazil, Peru and Colombia. It carries more water than \
+         any other river on Earth.",
+    ),
+    (
+        "mem://kilimanjaro",
+        "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, Uhuru, rises 5,895 \
+         metres above sea level and was first climbed in 1889.",
+    ),
+    (
+        "mem://sourdough",
+        "Sourdough bread is leavened by a culture of wild yeast and lactic acid bacteria. The \
+         dough rises slowly, which gives the bread its sour taste.",
+    ),
+];
+
+// ---------------------------------------------------------------- fixtures
+
+/// The library's default model path: $CBL_MODEL, else the user cache.
+fn default_model_path() -> PathBuf {
+    if let Some(m) = env::var_os("CBL_MODEL").filter(|m| !m.is_empty()) {
+        return PathBuf::from(m);
+    }
+    let cache = env::var_os("XDG_CACHE_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".cache"))
+        })
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    cache.join("cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// The model, or None (after a note) when it is missing and not required.
+fn model_or_skip(test: &str) -> Option<PathBuf> {
+    let path = default_model_path();
+    if path.is_file() {
+        return Some(path);
+    }
+    if env::var("CBL_REQUIRE_MODEL").map_or(false, |v| v == "1") {
+        panic!(
+            "default model missing: {} (CBL_REQUIRE_MODEL=1)",
+            path.display()
+        );
+    }
+    eprintln!(
+        "skipping {}: default model missing: {}",
+        test,
+        path.display()
+    );
+    None
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = env::temp_dir().join(format!("cbl-rust-{}-{}-{}", std::process::id(), tag, n));
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Fixture {
+    dir: TempDir,
+    rt: Runtime,
+}
+
+/// A runtime over a temporary data directory with DOCS ingested into collection "facts".
+fn fixture(test: &str) -> Option<Fixture> {
+    let model = model_or_skip(test)?;
+    let dir = TempDir::new(test);
+    let rt = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(dir.path().join("data"))
+            .n_threads(2),
+    )
+    .expect("open runtime");
+    for (uri, text) in DOCS {
+        rt.ingest_text(uri, text, &mut IngestOptions::new().collection("facts"))
+            .expect("ingest");
+    }
+    Some(Fixture { dir, rt })
+}
+
+macro_rules! fixture {
+    ($test:expr) => {
+        match fixture($test) {
+            Some(f) => f,
+            None => return,
+        }
+    };
+}
+
+fn session_opts() -> SessionOptions {
+    SessionOptions::new().n_ctx(1024).n_threads(2)
+}
+
+fn ask_opts(max_tokens: i32) -> AskOptions {
+    AskOptions::new().k(2).max_tokens(max_tokens)
+}
+
+// ---------------------------------------------------------------- no model needed
+
+#[test]
+fn handles_have_the_documented_thread_traits() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Runtime>();
+    send_sync::<Model>();
+    send_sync::<KvStore>();
+    send_sync::<CancelHandle>();
+    send::<Session>(); // and not Sync: see the compile_fail doc test on Session
+    send_sync::<cacheblend::Error>();
+}
+
+#[test]
+fn version_build_info_and_devices() {
+    assert_eq!(
+        cacheblend::version_number() / 1000000,
+        cacheblend::sys::CBL_VERSION_MAJOR
+    );
+    assert!(!cacheblend::version().is_empty());
+    assert!(!cacheblend::build_info().is_empty());
+    assert_eq!(
+        cacheblend::devices().first().map(String::as_str),
+        Some("cpu")
+    );
+    assert_eq!(Status::IO_READ.kind(), ErrorKind::Io);
+    assert_eq!(Status::IO_READ.primary(), Status::IO);
+    assert_eq!(Status(99).kind(), ErrorKind::Other);
+    assert!(!Status::ABORTED.description().is_empty());
+}
+
+#[test]
+fn open_errors_carry_status_and_message() {
+    let dir = TempDir::new("open-errors");
+    let err = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path("/nonexistent/model.gguf")
+            .data_dir(dir.path()),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{}", err);
+    assert!(err.message().contains("/nonexistent/model.gguf"), "{}", err);
+    let shown = err.to_string();
+    assert!(
+        shown.contains(err.message()) && shown.contains(err.status().description()),
+        "{}",
+        shown
+    );
+    let source: &dyn std::error::Error = &err;
+    assert!(source.source().is_none());
+
+    // Strings with NUL bytes never reach the library.
+    let err = Runtime::open(&RuntimeOptions::new().data_dir("bad\0dir")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg);
+    assert!(err.message().contains("NUL"), "{}", err);
+    let err = Model::load("/nonexistent/model.gguf", &Default::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{}", err);
+}
+
+// ---------------------------------------------------------------- the model
+
+#[test]
+fn search_finds_the_matching_document_and_filters() {
+    let f = fixture!("search");
+    let opts = SearchOptions::new().k(3).mode(SearchMode::Bm25);
+    let res = f.rt.search("volcano in Tanzania", &opts).expect("search");
+    let hit = res.hits.first().expect("a hit");
+    assert_eq!(hit.uri, "mem://kilimanjaro");
+    assert_eq!((hit.start, hit.end), (0, DOCS[1].1.len() as i64));
+    assert_eq!(hit.text, DOCS[1].1);
+    assert!(hit.n_tokens > 10);
+
+    let none =
+        f.rt.search("volcano in Tanzania", &opts.clone().collection("other"))
+            .unwrap();
+    assert!(none.hits.is_empty());
+    let facts =
+        f.rt.search("volcano in Tanzania", &opts.clone().collection("facts"))
+            .unwrap();
+    assert!(!facts.hits.is_empty());
+    let amazon =
+        f.rt.search("river", &opts.uri_prefix("mem://amaz"))
+            .unwrap();
+    assert_eq!(amazon.hits.len(), 1);
+    assert_eq!(amazon.hits[0].uri, "mem://amazon");
+
+    // The default (hybrid) search works too, with or without an embedder.
+    let hybrid =
+        f.rt.search("Which river carries the most water?", &SearchOptions::new())
+            .unwrap();
+    assert_eq!(
+        hybrid.hits.first().map(|h| h.uri.as_str()),
+        Some("mem://amazon")
+    );
+
+    let err = f.rt.search("a\0b", &SearchOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg);
+}
+
+#[test]
+fn ingest_folder_reports_skips_aborts_interrupts_and_deletes() {
+    let f = fixture!("ingest");
+    let docs = f.dir.path().join("docs");
+    fs::create_dir_all(&docs).unwrap();
+    for i in 0..4 {
+        fs::write(
+            docs.join(format!("doc{}.txt", i)),
+            format!("Document number {} talks about lighthouses.\n", i),
+        )
+        .unwrap();
+    }
+    fs::write(docs.join("bad.txt"), b"invalid \xff\xfe utf-8\n").unwrap();
+
+    // The progress closure borrows local state.
+    let mut phases = Vec::new();
+    let mut skipped = Vec::new();
+    let report =
+        f.rt.ingest_path(
+            &docs,
+            &mut IngestOptions::new().progress(|p| {
+                phases.push(p.phase.to_string());
+                if p.phase == "skip" {
+                    skipped.push((p.current.to_string(), p.message.to_string()));
+                }
+                true
+            }),
+        )
+        .expect("ingest folder");
+    assert_eq!(report.added, 4);
+    assert_eq!(report.skipped, 1);
+    assert_eq!(skipped.len(), 1, "phases {:?}", phases);
+    assert!(skipped[0].0.ends_with("bad.txt"), "{:?}", skipped);
+    assert!(!skipped[0].1.is_empty());
+    assert!(phases.iter().any(|p| p == "ingest"), "{:?}", phases);
+
+    // Unchanged files are skipped by content hash.
+    let again = f.rt.ingest_path(&docs, &mut IngestOptions::new()).unwrap();
+    assert_eq!((again.added, again.unchanged), (0, 4));
+
+    // Aborted by the callback, then by an interrupt: committed documents stay.
+    for i in 4..8 {
+        fs::write(
+            docs.join(format!("doc{}.txt", i)),
+            format!("Document number {} talks about harbours.\n", i),
+        )
+        .unwrap();
+    }
+    let mut n = 0;
+    let err =
+        f.rt.ingest_path(
+            &docs,
+            &mut IngestOptions::new().progress(|p| {
+                n += (p.phase == "ingest") as i32;
+                n < 2
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Aborted, "{}", err);
+    let rt = &f.rt;
+    let mut n = 0;
+    let err = rt
+        .ingest_path(
+            &docs,
+            &mut IngestOptions::new().progress(|p| {
+                n += (p.phase == "ingest") as i32;
+                if n == 3 {
+                    rt.interrupt(); // what another thread would do; the callback goes on
+                }
+                true
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Aborted, "{}", err);
+    let done = f.rt.ingest_path(&docs, &mut IngestOptions::new()).unwrap();
+    assert_eq!(done.added + done.unchanged, 8);
+    assert!(done.unchanged >= 4);
+    let prefix = docs.to_str().unwrap();
+    let opts = SearchOptions::new()
+        .k(20)
+        .mode(SearchMode::Bm25)
+        .uri_prefix(prefix);
+    assert_eq!(f.rt.search("Document number", &opts).unwrap().hits.len(), 8);
+
+    let doc0 = docs.join("doc0.txt");
+    assert!(f.rt.delete(doc0.to_str().unwrap()).unwrap());
+    assert!(!f.rt.delete(doc0.to_str().unwrap()).unwrap());
+}
+
+#[test]
+fn a_panic_in_the_progress_callback_is_re_raised_after_the_call() {
+    let f = fixture!("progress-panic");
+    let docs = f.dir.path().join("docs");
+    fs::create_dir_all(&docs).unwrap();
+    fs::write(docs.join("a.txt"), "A short document about lighthouses.").unwrap();
+    let mut calls = 0;
+    let result = panic::catch_unwind(panic::AssertUnwindSafe(|| {
+        f.rt.ingest_path(
+            &docs,
+            &mut IngestOptions::new().progress(|_| {
+                calls += 1;
+                panic!("progress boom")
+            }),
+        )
+    }));
+    let payload = result.expect_err("the panic comes back");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"progress boom"));
+    assert_eq!(
+        calls, 1,
+        "the closure is not called again after it panicked"
+    );
+    // The runtime is fine afterwards, and the aborted ingest can be re-run.
+    let report = f.rt.ingest_path(&docs, &mut IngestOptions::new()).unwrap();
+    assert_eq!(report.added + report.unchanged, 1);
+}
+
+#[test]
+fn ask_streams_the_answer_with_citations_and_reuses_chunk_kv() {
+    let f = fixture!("ask");
+    let mut s = f.rt.session(&session_opts()).expect("session");
+    let mut streamed = String::new();
+    let mut calls = 0;
+    let a = s
+        .ask(
+            "Where is Mount Kilimanjaro?",
+            &ask_opts(12).top_logprobs(3),
+            |piece| {
+                streamed.push_str(piece);
+                calls += 1;
+                true
+            },
+        )
+        .expect("ask");
+    assert!(!a.text.is_empty());
+    assert_eq!(streamed, a.text);
+    assert!(calls >= 1);
+    assert_eq!(
+        a.citations.first().map(|h| h.uri.as_str()),
+        Some("mem://kilimanjaro")
+    );
+    assert!(a.citations[0].text.contains("Kilimanjaro"));
+    let st = &a.stats;
+    assert_eq!(st.mode, Some(Mode::Blend));
+    assert!(st.prompt_tokens > 40);
+    assert_eq!(st.chunks_used as usize, a.citations.len());
+    assert_eq!(st.chunks_missed, st.chunks_used); // nothing precomputed: computed and stored
+    assert!(st.ttft_ms > 0.0);
+    assert_eq!(st.n_ctx, 1024);
+    assert!(
+        matches!(
+            st.stop_reason,
+            StopReason::EndOfGeneration | StopReason::MaxTokens
+        ),
+        "{:?}",
+        st.stop_reason
+    );
+    assert!(!a.tokens.is_empty() && a.tokens.len() <= 12);
+    assert_eq!(a.top_logprobs.len(), 3);
+    assert!(a
+        .top_logprobs
+        .windows(2)
+        .all(|w| w[0].logprob >= w[1].logprob));
+    assert_eq!(
+        a.top_logprobs[0].token, a.tokens[0],
+        "greedy picks the most likely first token"
+    );
+
+    // The tokens' pieces spell the answer.
+    let model = f.rt.model().unwrap();
+    let mut bytes = Vec::new();
+    for &t in &a.tokens {
+        bytes.extend(model.token_to_piece(t).unwrap());
+    }
+    assert_eq!(String::from_utf8_lossy(&bytes), a.text);
+
+    // The same question again: every chunk's KV comes from the store now. Raw pieces this time.
+    let mut raw = Vec::new();
+    let b = s
+        .ask_bytes(
+            "Where is Mount Kilimanjaro?",
+            &ask_opts(12),
+            |piece, _token| {
+                raw.extend_from_slice(piece);
+                true
+            },
+        )
+        .expect("ask again");
+    assert_eq!(String::from_utf8_lossy(&raw), b.text);
+    assert_eq!(b.stats.chunks_missed, 0);
+    assert_eq!(b.stats.chunks_hit, b.stats.chunks_used);
+    assert!(b.stats.tokens_reused > 0 && b.stats.tokens_recomputed > 0);
+    assert!(b.stats.bytes_loaded > 0);
+}
+
+#[test]
+fn callbacks_stop_generation_and_panics_come_back() {
+    let f = fixture!("callbacks");
+    let mut s = f.rt.session(&session_opts()).unwrap();
+    let mut calls = 0;
+    let a = s
+        .ask("Tell me about sourdough bread.", &ask_opts(32), |_| {
+            calls += 1;
+            calls < 2
+        })
+        .unwrap();
+    if a.stats.stop_reason != StopReason::EndOfGeneration {
+        assert_eq!(a.stats.stop_reason, StopReason::Callback);
+        assert_eq!(calls, 2);
+    }
+
+    let result = panic::catch_unwind(panic::AssertUnwindSafe(|| {
+        s.ask("Tell me about sourdough bread.", &ask_opts(32), |_| {
+            panic!("token boom")
+        })
+    }));
+    let payload = result.expect_err("the panic comes back");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"token boom"));
+    // The session serves the next call normally.
+    let a = s
+        .ask("Tell me about sourdough bread.", &ask_opts(4), |_| true)
+        .unwrap();
+    assert!(!a.text.is_empty());
+}
+
+#[test]
+fn prefill_chunks_then_generate_and_typed_errors() {
+    let f = fixture!("prefill");
+    let chunks: Vec<&str> = DOCS.iter().map(|d| d.1).collect();
+    let q = "Which river carries the most water?";
+    let mut texts = Vec::new();
+    for mode in [Mode::Full, Mode::Blend] {
+        let mut s =
+            f.rt.session(&session_opts().mode(mode).recompute_ratio(1.0))
+                .unwrap();
+        // Twice: the second blended run reuses the stored KV and recomputes every token (r = 1).
+        for rep in 0..2 {
+            let st = s.prefill_chunks(&chunks, q).expect("prefill");
+            assert_eq!(st.stop_reason, StopReason::NotRun);
+            assert!(st.prompt_tokens > 40);
+            if mode == Mode::Blend && rep == 1 {
+                assert_eq!(st.chunks_hit, 3);
+            }
+            let mut streamed = String::new();
+            let a = s
+                .generate(&GenerateOptions::new().max_tokens(10), |t| {
+                    streamed.push_str(t);
+                    true
+                })
+                .expect("generate");
+            assert_eq!(streamed, a.text);
+            assert!(a.citations.is_empty());
+            texts.push(a.text);
+            // Once per prefill.
+            let err = s.generate(&GenerateOptions::new(), |_| true).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Misuse, "{}", err);
+            assert!(!err.message().is_empty());
+        }
+    }
+    assert!(!texts[0].is_empty());
+    assert!(texts.iter().all(|t| *t == texts[0]), "{:?}", texts);
+
+    // Typed errors.
+    let err =
+        f.rt.session(&session_opts().recompute_ratio(2.0))
+            .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    assert_eq!(err.status(), Status::INVALID_ARG);
+    let mut s = f.rt.session(&session_opts()).unwrap();
+    let err = s.generate(&GenerateOptions::new(), |_| true).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Misuse, "{}", err);
+    let err = s.prefill_chunks(&["   "], "q?").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    let err = s
+        .ask("nul\0inside", &AskOptions::new(), |_| true)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+}
+
+#[test]
+fn cancel_from_another_thread_aborts_the_running_ask() {
+    let f = fixture!("cancel");
+    let mut s = f.rt.session(&session_opts()).unwrap();
+    let handle = s.cancel_handle();
+    let (to_canceller, requests) = mpsc::channel::<()>();
+    let (acks, from_canceller) = mpsc::channel::<()>();
+    let canceller = thread::spawn(move || {
+        for () in requests {
+            handle.cancel();
+            acks.send(()).unwrap();
+        }
+    });
+    // At the first token the ask waits until the other thread has cancelled it.
+    let mut calls = 0;
+    let err = s
+        .ask("Tell me about sourdough bread.", &ask_opts(32), |_| {
+            calls += 1;
+            if calls == 1 {
+                to_canceller.send(()).unwrap();
+                from_canceller.recv().unwrap();
+            }
+            true
+        })
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Aborted, "{}", err);
+    assert_eq!(calls, 1);
+    drop(to_canceller);
+    canceller.join().unwrap();
+
+    // A cancel belongs to the call it interrupted: the next call runs normally.
+    s.ask("Tell me about sourdough bread.", &ask_opts(4), |_| true)
+        .expect("ask after cancel");
+}
+
+#[test]
+fn dropping_parents_first_keeps_children_working() {
+    let f = fixture!("drop-order");
+    let Fixture { dir, rt } = f;
+    let mut s = rt.session(&session_opts()).unwrap();
+    let model = rt.model().unwrap();
+    drop(rt); // the session keeps the runtime alive
+    let a = s
+        .ask("Where is Mount Kilimanjaro?", &ask_opts(4), |_| true)
+        .expect("ask");
+    assert!(!a.text.is_empty());
+
+    // A session over a model and store of its own; both dropped before it.
+    assert!(model.n_vocab() > 1000 && model.n_ctx_train() > 0);
+    let ids = model.tokenize("Hello world", false, false).unwrap();
+    assert!(!ids.is_empty());
+    let store = KvStore::open(dir.path().join("own-kv"), &KvStoreOptions::new()).unwrap();
+    let mut own = Session::with_model(&model, &store, &session_opts()).unwrap();
+    drop(model);
+    drop(store);
+    let err = own.ask("Where?", &AskOptions::new(), |_| true).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    own.prefill_chunks(&[DOCS[1].1], "How high is Uhuru?")
+        .unwrap();
+    let a = own
+        .generate(&GenerateOptions::new().max_tokens(6), |_| true)
+        .unwrap();
+    assert!(!a.text.is_empty());
+
+    // A cancel handle may outlive its session: cancelling then does nothing.
+    let handle = own.cancel_handle();
+    drop(own);
+    handle.cancel();
+    drop(s);
+}
+
+#[test]
+fn one_runtime_serves_many_threads_and_logs_through_rust() {
+    let model = match model_or_skip("threads") {
+        Some(m) => m,
+        None => return,
+    };
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&lines);
+    cacheblend::set_logger(move |level, msg| {
+        sink.lock().unwrap().push(format!("{:?} {}", level, msg))
+    });
+    let dir = TempDir::new("threads");
+    let rt = Arc::new(
+        Runtime::open(
+            &RuntimeOptions::new()
+                .model_path(&model)
+                .data_dir(dir.path())
+                .n_threads(2),
+        )
+        .unwrap(),
+    );
+    cacheblend::clear_logger();
+    for (uri, text) in DOCS {
+        rt.ingest_text(uri, text, &mut IngestOptions::new())
+            .unwrap();
+    }
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let rt = Arc::clone(&rt);
+            thread::spawn(move || {
+                let (q, want) =
+                    [("volcano", "mem://kilimanjaro"), ("river", "mem://amazon")][i % 2];
+                for _ in 0..5 {
+                    let res = rt
+                        .search(q, &SearchOptions::new().mode(SearchMode::Bm25))
+                        .unwrap();
+                    assert_eq!(res.hits[0].uri, want);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    // A session moves to another thread.
+    let mut s = rt.session(&session_opts()).unwrap();
+    let text = thread::spawn(move || {
+        s.ask("Where is the Amazon?", &ask_opts(4), |_| true)
+            .unwrap()
+            .text
+    })
+    .join()
+    .unwrap();
+    assert!(!text.is_empty());
+    drop(lines);
+}
