@@ -203,7 +203,8 @@ CBL_API void cbl_runtime_interrupt(cbl_runtime *runtime);
 /* ---- ingest ---- */
 typedef struct cbl_progress {
     size_t struct_size;   /* the library's sizeof; fields past the caller's header are extra */
-    const char *phase;    /* "scan", "ingest", "embed", "kv", "index" or "skip" */
+    const char *phase;    /* "scan", "ingest", "embed", "kv", "index"; "skip" (a file was
+                             skipped: `message` says why) or "notice" (e.g. the index was rebuilt) */
     int64_t done;
     int64_t total;
     const char *current;  /* the file being worked on ("" when none) */
@@ -236,6 +237,7 @@ typedef struct cbl_ingest_report {
     size_t struct_size;
     int64_t files_seen, added, updated, unchanged, removed, skipped;
     int64_t chunks_added, chunks_removed, embedded, kv_computed;
+    int64_t kv_deleted;  /* chunk KV files whose last reference went */
 } cbl_ingest_report;
 
 static inline void cbl_ingest_report_init(cbl_ingest_report *r) {
@@ -257,6 +259,25 @@ CBL_API cbl_status cbl_runtime_ingest_path(cbl_runtime *runtime, const char *pat
 /** Removes a document, its vectors and (last reference) its chunks' KV. *out_found tells
  *  whether it existed. @since 0.1 */
 CBL_API cbl_status cbl_runtime_delete(cbl_runtime *runtime, const char *uri, bool *out_found);
+
+/* Output struct: the caller sets struct_size (cbl_corpus_stats_init). */
+typedef struct cbl_corpus_stats {
+    size_t struct_size;
+    int64_t documents, chunks;
+    int64_t kv_entries;   /* chunk KV files in the store */
+    uint64_t kv_bytes;
+} cbl_corpus_stats;
+
+static inline void cbl_corpus_stats_init(cbl_corpus_stats *s) {
+    memset(s, 0, sizeof(*s));
+    s->struct_size = sizeof(*s);
+}
+
+/** Counts of the runtime's data directory. @since 0.1 */
+CBL_API cbl_status cbl_runtime_stats(cbl_runtime *runtime, cbl_corpus_stats *out_stats);
+/** Checks that the catalog, the vector index and the KV store agree. *out_problems is NULL when
+ *  they do, else one problem per line (free it with cbl_free). @since 0.1 */
+CBL_API cbl_status cbl_runtime_check(cbl_runtime *runtime, char **out_problems);
 
 /* ---- search ---- */
 typedef struct cbl_search_params {

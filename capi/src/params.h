@@ -4,7 +4,9 @@
 // know. Output structs are written the same way: only the bytes the caller's struct has.
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "capi/src/guard.h"
@@ -46,6 +48,14 @@ cbl_status write_out(const char* fn, const T& ours, T* out) {
     std::memcpy(static_cast<void*>(out), &ours, n);
     out->struct_size = caller;
     return CBL_OK;
+}
+
+// A NUL-terminated copy the caller releases with cbl_free (which is free()).
+inline char* malloc_copy(const std::string& s) {
+    auto* p = static_cast<char*>(std::malloc(s.size() + 1));
+    if (!p) throw std::bad_alloc();
+    std::memcpy(p, s.c_str(), s.size() + 1);
+    return p;
 }
 
 inline cbl_status invalid(const char* fn, const std::string& what) {

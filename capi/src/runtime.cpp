@@ -54,22 +54,33 @@ cbl_ingest_report to_report(const cacheblend::ingest_report& r) {
     o.chunks_removed = r.chunks_removed;
     o.embedded = r.embedded;
     o.kv_computed = r.kv_computed;
+    o.kv_deleted = r.kv_deleted;
     return o;
 }
 
-// Files skipped with a reason reach the caller as progress reports of phase "skip".
+// Files skipped with a reason and the ingest's notices reach the caller as progress reports of
+// phase "skip" and "notice".
 void report_skips(const cbl_ingest_params& in, const cacheblend::ingest_report& r) {
     if (!in.progress) return;
-    int64_t i = 0;
-    for (const auto& [path, why] : r.skipped_files) {
+    auto report = [&](const char* phase, int64_t i, int64_t n, const std::string& current,
+                      const std::string& message) {
         cbl_progress c{};
         c.struct_size = sizeof(c);
-        c.phase = "skip";
-        c.done = ++i;
-        c.total = static_cast<int64_t>(r.skipped_files.size());
-        c.current = path.c_str();
-        c.message = why.c_str();
-        if (!in.progress(&c, in.progress_user_data)) break;
+        c.phase = phase;
+        c.done = i;
+        c.total = n;
+        c.current = current.c_str();
+        c.message = message.c_str();
+        return in.progress(&c, in.progress_user_data);
+    };
+    const auto n_skip = static_cast<int64_t>(r.skipped_files.size());
+    for (int64_t i = 0; i < n_skip; ++i) {
+        const auto& [path, why] = r.skipped_files[static_cast<size_t>(i)];
+        if (!report("skip", i + 1, n_skip, path, why)) return;
+    }
+    const auto n_note = static_cast<int64_t>(r.notices.size());
+    for (int64_t i = 0; i < n_note; ++i) {
+        if (!report("notice", i + 1, n_note, "", r.notices[static_cast<size_t>(i)])) return;
     }
 }
 
@@ -133,6 +144,7 @@ cbl_status cbl_runtime_ingest_text(cbl_runtime* runtime, const char* uri, const 
         runtime->rt->ingest_text(uri, std::string_view(text ? text : "", len), kind,
                                  p.metadata_json ? p.metadata_json : "", to_ingest(__func__, p),
                                  p.precompute_kv, &r);
+        report_skips(p, r);
         return out_report ? write_out(__func__, to_report(r), out_report) : CBL_OK;
     });
 }
@@ -157,6 +169,34 @@ cbl_status cbl_runtime_delete(cbl_runtime* runtime, const char* uri, bool* out_f
         if (!runtime || !uri) return invalid(__func__, "runtime and uri are required");
         const bool found = runtime->rt->remove(uri);
         if (out_found) *out_found = found;
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_runtime_stats(cbl_runtime* runtime, cbl_corpus_stats* out_stats) {
+    return CBL_API_GUARD({
+        if (!runtime || !out_stats) return invalid(__func__, "runtime and out_stats are required");
+        cbl_corpus_stats o;
+        cbl_corpus_stats_init(&o);
+        auto& cat = runtime->rt->docs().cat();
+        o.documents = cat.count_documents();
+        o.chunks = cat.count_chunks();
+        const cacheblend::kv_store_stats kv = runtime->rt->kv()->stats();
+        o.kv_entries = static_cast<int64_t>(kv.entries);
+        o.kv_bytes = kv.bytes;
+        return write_out(__func__, o, out_stats);
+    });
+}
+
+cbl_status cbl_runtime_check(cbl_runtime* runtime, char** out_problems) {
+    if (out_problems) *out_problems = nullptr;
+    return CBL_API_GUARD({
+        if (!runtime || !out_problems) return invalid(__func__, "runtime and out_problems are required");
+        const cacheblend::consistency_report r = runtime->rt->docs().check();
+        if (r.problems.empty()) return CBL_OK;
+        std::string all;
+        for (const std::string& p : r.problems) all += p + "\n";
+        *out_problems = cacheblend::capi::malloc_copy(all);
         return CBL_OK;
     });
 }

@@ -1,16 +1,16 @@
 // `cacheblend ingest`: files and folders into a data directory (catalog + FAISS index, optional
-// eager KV precompute). Re-running is incremental: unchanged files are skipped by content hash,
-// changed ones replaced, vanished ones removed; an interrupted run is finished by the next one.
+// eager KV precompute), through the public C ABI only. Re-running is incremental: unchanged
+// files are skipped by content hash, changed ones replaced, vanished ones removed; an interrupted
+// run is finished by the next one.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <sstream>
+#include <utility>
 
+#include "cacheblend.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "model-common.h"
-#include "core/blend.h"
-#include "core/error.h"
-#include "core/rag-prompt.h"
-#include "core/session.h"
-#include "corpus-common.h"
 #include "json-writer.h"
 #include "progress-bar.h"
 
@@ -27,9 +27,10 @@ const command_spec& spec() {
             model_flag(),
             {"chunk-tokens", "N", "chunk budget in model tokens (default 512)"},
             {"collection", "C", "collection name stored with the documents"},
-            {"precompute", "", "compute and store each chunk's KV now (needs the full model)"},
+            {"precompute", "", "compute and store each chunk's KV now"},
             {"remove", "URI", "remove a document (its absolute path) instead", true},
             {"check", "", "verify that catalog, index and KV store agree"},
+            {"threads", "N", "CPU threads (default: all cores)"},
             {"json", "", "print a JSON report"},
         },
         1 << 20,
@@ -37,6 +38,40 @@ const command_spec& spec() {
         "type) are skipped with a reason; the rest of the folder is ingested.",
     };
     return s;
+}
+
+struct ingest_log {
+    progress_bar* bar = nullptr;
+    std::vector<std::pair<std::string, std::string>> skipped;  // (path, reason)
+    std::vector<std::string> notices;
+};
+
+bool on_progress(const cbl_progress* p, void* user) {
+    auto* log = static_cast<ingest_log*>(user);
+    const std::string phase = p->phase;
+    if (phase == "skip") {
+        log->skipped.emplace_back(p->current, p->message);
+    } else if (phase == "notice") {
+        log->notices.emplace_back(p->message);
+    } else {
+        log->bar->set_label(phase);
+        if (p->total > 0) log->bar->update(p->done * 100 / p->total);
+    }
+    return true;
+}
+
+void add(cbl_ingest_report* to, const cbl_ingest_report& r) {
+    to->files_seen += r.files_seen;
+    to->added += r.added;
+    to->updated += r.updated;
+    to->unchanged += r.unchanged;
+    to->removed += r.removed;
+    to->skipped += r.skipped;
+    to->chunks_added += r.chunks_added;
+    to->chunks_removed += r.chunks_removed;
+    to->embedded += r.embedded;
+    to->kv_computed += r.kv_computed;
+    to->kv_deleted += r.kv_deleted;
 }
 
 }  // namespace
@@ -49,48 +84,63 @@ int run_ingest(const std::vector<std::string>& args) {
     if (a.positional().empty() && removes.empty() && !a.has("check")) {
         throw usage_error("ingest: give at least one PATH (or --remove URI / --check)");
     }
-    cli_corpus c = open_cli_corpus(a, "ingest");
-    if (!c.embedder_notice.empty() && !json) {
-        std::fprintf(stderr, "cacheblend: note: %s\n", c.embedder_notice.c_str());
+    if (!a.has("data") || a.get("data")->empty()) throw usage_error("ingest: --data DIR is required");
+    const std::string data = *a.get("data");
+    const std::string model = a.get_or("model", "");
+    if (a.has("model") && model.empty()) throw usage_error("--model: empty path");
+    const std::string collection = a.get_or("collection", "");
+
+    cbl_ingest_params ip;
+    cbl_ingest_params_init(&ip);
+    ip.chunk_tokens = static_cast<int32_t>(a.get_int("chunk-tokens", 512, 8, 1 << 16));
+    if (!collection.empty()) ip.collection = collection.c_str();
+    ip.precompute_kv = a.has("precompute");
+    progress_bar bar("ingest", 100, !json);
+    ingest_log log;
+    log.bar = &bar;
+    ip.progress = on_progress;
+    ip.progress_user_data = &log;
+
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.data_dir = data.c_str();
+    if (!model.empty()) rp.model_path = model.c_str();
+    rp.n_threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
+    cbl_runtime* rt_raw = nullptr;
+    check(cbl_runtime_open(&rp, &rt_raw));
+    const runtime_ptr rt(rt_raw);
+    if (*cbl_runtime_notice(rt.get()) && !json) {
+        std::fprintf(stderr, "cacheblend: note: %s\n", cbl_runtime_notice(rt.get()));
     }
 
-    ingest_params p;
-    p.chunking.max_tokens = static_cast<int32_t>(a.get_int("chunk-tokens", 512, 8, 1 << 16));
-    p.collection = a.get_or("collection", "");
-    progress_bar bar("ingest", 1, !json);
-    p.progress = [&](const ingest_progress& pr) {
-        bar.set_label(pr.phase);
-        if (pr.total > 0) bar.update(pr.done * 100 / pr.total);
-        return true;
-    };
-
-    // Eager KV: the same preamble and chunk formatting as `ask` (default_rag_prompt), so the keys
-    // stored here are the ones a later request looks up.
-    std::shared_ptr<const model> full;
-    std::unique_ptr<session> sess;
-    std::unique_ptr<blend_engine> engine;
-    if (a.has("precompute")) {
-        full = load_model(a, false);
-        sess = std::make_unique<session>(full);
-        engine = std::make_unique<blend_engine>(*sess, c.kv);
-        p.precompute_kv = [&](const chunk_info& ch) {
-            const blend_request req =
-                build_blend_request(*full, default_rag_prompt({ch.text}, "?"));
-            engine->precompute_chunk(req.preamble, req.chunks[0]);
-            return engine->key_of(req.preamble, req.chunks[0]).hex();
-        };
+    cbl_ingest_report r;
+    cbl_ingest_report_init(&r);
+    for (const std::string& uri : removes) {
+        bool found = false;
+        check(cbl_runtime_delete(rt.get(), uri.c_str(), &found));
+        r.removed += found ? 1 : 0;
     }
-
-    int64_t removed = 0;
-    for (const std::string& uri : removes) removed += c.docs->remove(uri) ? 1 : 0;
-    ingest_report r;
-    if (!a.positional().empty()) r = c.docs->ingest_paths(a.positional(), p);
-    r.removed += removed;
+    for (const std::string& path : a.positional()) {
+        cbl_ingest_report one;
+        cbl_ingest_report_init(&one);
+        check(cbl_runtime_ingest_path(rt.get(), path.c_str(), &ip, &one));
+        add(&r, one);
+    }
     bar.finish();
-    consistency_report chk;
-    if (a.has("check")) chk = c.docs->check();
-    const int64_t n_docs = c.docs->cat().count_documents();
-    const int64_t n_chunks = c.docs->cat().count_chunks();
+
+    std::vector<std::string> problems;
+    if (a.has("check")) {
+        char* text = nullptr;
+        check(cbl_runtime_check(rt.get(), &text));
+        if (text) {
+            std::istringstream lines(text);
+            cbl_free(text);
+            for (std::string line; std::getline(lines, line);) problems.push_back(line);
+        }
+    }
+    cbl_corpus_stats cs;
+    cbl_corpus_stats_init(&cs);
+    check(cbl_runtime_stats(rt.get(), &cs));
 
     if (json) {
         json_writer w(std::cout);
@@ -101,20 +151,20 @@ int run_ingest(const std::vector<std::string>& args) {
         w.field("embedded", r.embedded).field("kv_computed", r.kv_computed);
         w.field("kv_deleted", r.kv_deleted);
         w.key("skipped").begin_array();
-        for (const auto& [path, why] : r.skipped_files) {
+        for (const auto& [path, why] : log.skipped) {
             w.begin_object().field("path", path).field("reason", why).end_object();
         }
         w.end_array();
         w.key("notices").begin_array();
-        if (!c.embedder_notice.empty()) w.value(c.embedder_notice);
-        for (const std::string& n : r.notices) w.value(n);
+        if (*cbl_runtime_notice(rt.get())) w.value(std::string(cbl_runtime_notice(rt.get())));
+        for (const std::string& n : log.notices) w.value(n);
         w.end_array();
-        w.field("documents", n_docs).field("chunks", n_chunks);
+        w.field("documents", cs.documents).field("chunks", cs.chunks);
         if (a.has("check")) {
             w.key("check").begin_object();
-            w.field("vectors", chk.vectors).field("kv_keys", chk.kv_keys);
+            w.field("kv_entries", cs.kv_entries);
             w.key("problems").begin_array();
-            for (const std::string& s : chk.problems) w.value(s);
+            for (const std::string& p : problems) w.value(p);
             w.end_array().end_object();
         }
         w.end_object();
@@ -124,21 +174,21 @@ int run_ingest(const std::vector<std::string>& args) {
                     "%lld chunks added, %lld removed",
                     static_cast<long long>(r.added), static_cast<long long>(r.updated),
                     static_cast<long long>(r.unchanged), static_cast<long long>(r.removed),
-                    static_cast<long long>(r.skipped_files.size()),
+                    static_cast<long long>(log.skipped.size()),
                     static_cast<long long>(r.chunks_added),
                     static_cast<long long>(r.chunks_removed));
         if (r.kv_computed) std::printf("; %lld KV computed", static_cast<long long>(r.kv_computed));
-        std::printf("\ncatalog: %lld documents, %lld chunks\n", static_cast<long long>(n_docs),
-                    static_cast<long long>(n_chunks));
-        for (const auto& [path, why] : r.skipped_files) {
+        std::printf("\ncatalog: %lld documents, %lld chunks\n", static_cast<long long>(cs.documents),
+                    static_cast<long long>(cs.chunks));
+        for (const auto& [path, why] : log.skipped) {
             std::printf("skipped %s: %s\n", printable(path).c_str(), why.c_str());
         }
         if (a.has("check")) {
-            std::printf("check: %s\n", chk.problems.empty() ? "consistent" : "PROBLEMS");
-            for (const std::string& s : chk.problems) std::printf("  %s\n", s.c_str());
+            std::printf("check: %s\n", problems.empty() ? "consistent" : "PROBLEMS");
+            for (const std::string& p : problems) std::printf("  %s\n", p.c_str());
         }
     }
-    return a.has("check") && !chk.problems.empty() ? 1 : 0;
+    return a.has("check") && !problems.empty() ? 1 : 0;
 }
 
 }  // namespace cacheblend::cli

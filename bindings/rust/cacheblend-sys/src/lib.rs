@@ -185,6 +185,17 @@ pub struct cbl_ingest_report {
     pub chunks_removed: i64,
     pub embedded: i64,
     pub kv_computed: i64,
+    pub kv_deleted: i64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cbl_corpus_stats {
+    pub struct_size: usize,
+    pub documents: i64,
+    pub chunks: i64,
+    pub kv_entries: i64,
+    pub kv_bytes: u64,
 }
 
 #[repr(C)]
@@ -306,6 +317,7 @@ init_fn! {
     cbl_runtime_params_init => cbl_runtime_params,
     cbl_ingest_params_init => cbl_ingest_params,
     cbl_ingest_report_init => cbl_ingest_report,
+    cbl_corpus_stats_init => cbl_corpus_stats,
     cbl_search_params_init => cbl_search_params,
     cbl_hit_init => cbl_hit,
     cbl_kvstore_params_init => cbl_kvstore_params,
@@ -386,6 +398,14 @@ extern "C" {
         runtime: *mut cbl_runtime,
         uri: *const c_char,
         out_found: *mut bool,
+    ) -> cbl_status;
+    pub fn cbl_runtime_stats(
+        runtime: *mut cbl_runtime,
+        out_stats: *mut cbl_corpus_stats,
+    ) -> cbl_status;
+    pub fn cbl_runtime_check(
+        runtime: *mut cbl_runtime,
+        out_problems: *mut *mut c_char,
     ) -> cbl_status;
 
     // ---- search ----

@@ -478,7 +478,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         cbl_ingest_params { struct_size, collection, metadata_json, format, chunk_tokens,
                             precompute_kv, progress, progress_user_data }
         cbl_ingest_report { struct_size, files_seen, added, updated, unchanged, removed, skipped,
-                            chunks_added, chunks_removed, embedded, kv_computed }
+                            chunks_added, chunks_removed, embedded, kv_computed, kv_deleted }
+        cbl_corpus_stats { struct_size, documents, chunks, kv_entries, kv_bytes }
         cbl_search_params { struct_size, k, mode, collection, uri_prefix }
         cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io }
