@@ -1,5 +1,8 @@
 #include "core/model.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +28,25 @@ int32_t optional_int(const gguf_file& f, const std::string& key, int32_t def) {
 }
 
 }  // namespace
+
+std::shared_ptr<const model> load_model_or_default(const std::string& path,
+                                                   const model_load_params& params) {
+    const bool is_default = path.empty();
+    const std::string p = is_default ? default_model_path() : path;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+        const int e = errno;
+        if (e == ENOENT) {
+            throw error(status::io, "model file not found: " + p +
+                                        (is_default ? " (the default model: pass a path, set "
+                                                      "CBL_MODEL or run scripts/fetch-model.sh)"
+                                                    : ""));
+        }
+        throw error(status::io, "cannot access model file " + p + ": " + std::strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) throw error(status::io, p + " is a directory, not a GGUF file");
+    return model::load(p, params);
+}
 
 std::string default_model_path() {
     if (const char* m = std::getenv("CBL_MODEL"); m && *m) return m;

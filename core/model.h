@@ -90,4 +90,9 @@ constexpr uint32_t k_numerics_version = 2;  // 2: llama.cpp-exact AVX-512 numeri
 // ${CBL_MODEL} or ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf
 std::string default_model_path();
 
+// Loads the model at path, or the default model when path is empty; a missing file is a one-line
+// status::io error that names the path and, for the default, how to get it.
+std::shared_ptr<const model> load_model_or_default(const std::string& path,
+                                                   const model_load_params& params = {});
+
 }  // namespace cacheblend

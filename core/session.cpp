@@ -106,7 +106,7 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
     res.stop_reason = "length";
     int32_t n_dec = 0;
     for (int32_t i = 0; i < gp.max_tokens; ++i) {
-        if (vocab.is_eog(tok)) { res.stop_reason = "eog"; break; }
+        if (!gp.ignore_eog && vocab.is_eog(tok)) { res.stop_reason = "eog"; break; }
         res.tokens.push_back(tok);
         const std::string piece = vocab.token_to_piece(tok);
         res.text += piece;

@@ -28,6 +28,7 @@ struct generation_params {
     int32_t max_tokens = 128;
     sampler_params sampling;
     int32_t top_logprobs = 0;  // k alternatives recorded for the first generated position
+    bool ignore_eog = false;   // keep going past end-of-generation tokens (benchmarks)
 };
 
 struct generation_stats {

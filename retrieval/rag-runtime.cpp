@@ -57,7 +57,7 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     std::shared_ptr<rag_runtime> rt(new rag_runtime());
     rt->dir_ = p.data_dir.empty() ? default_data_dir() : p.data_dir;
     rt->n_threads_ = p.n_threads > 0 ? p.n_threads : default_thread_count();
-    rt->llm_ = model::load(p.model_path.empty() ? default_model_path() : p.model_path);
+    rt->llm_ = load_model_or_default(p.model_path);
     if (rt->llm_->vocab_only()) {
         throw error(status::invalid_arg, "runtime: the model file has no weights (vocabulary only)");
     }
@@ -135,7 +135,22 @@ search_result rag_runtime::search(const std::string& query, const search_params&
 
 rag_session::rag_session(std::shared_ptr<const model> m, std::shared_ptr<kv_store> kv,
                          const session_params& sp, const blend_params& bp)
-    : model_(std::move(m)), kv_(std::move(kv)), sess_(model_, sp), engine_(sess_, kv_, bp) {}
+    : model_(std::move(m)), kv_(std::move(kv)), sess_(model_, sp), bp_(bp) {
+    if (kv_) engine_ = std::make_unique<blend_engine>(sess_, kv_, bp_);
+}
+
+void rag_session::set_params(const blend_params& bp) {
+    if (engine_) engine_->set_params(bp);
+    bp_ = bp;
+}
+
+blend_engine& rag_session::engine() {
+    if (!engine_) {
+        throw error(status::invalid_arg, "this session has no KV store: only plain prefills "
+                                         "(prefill_text, prefill_tokens) are possible");
+    }
+    return *engine_;
+}
 
 rag_session::~rag_session() = default;
 
@@ -192,7 +207,7 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
     generation_params gp = p.gen;
     gp.top_logprobs = std::min(gp.top_logprobs, model_->hparams().n_vocab);
     const auto t_request = clock_type::now();
-    const std::vector<float>& logits = engine_.prefill(req, &out.blend);
+    const std::vector<float>& logits = engine().prefill(req, &out.blend);
     out.gen = sess_.generate_after_prefill(logits, gp, on_token, t_request);
     if (out.gen.stop_reason == "cancelled") throw error(status::aborted, "ask: cancelled");
     append_notice(&out.notice, out.blend.fallback_reason);
@@ -200,33 +215,33 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
     // Store what this request computed from scratch and record every chunk's key in the catalog,
     // so the next request finds it and removing its document deletes its KV.
     const auto t_store = clock_type::now();
-    engine_.write_back_misses();
+    engine().write_back_misses();
     for (size_t i = 0; i < req.chunks.size(); ++i) {
-        engine_.precompute_chunk(req.preamble, req.chunks[i]);
+        engine().precompute_chunk(req.preamble, req.chunks[i]);
         rt.docs().cat().set_kv_key(out.citations[i].chunk_id,
-                                   engine_.key_of(req.preamble, req.chunks[i]).hex());
+                                   engine().key_of(req.preamble, req.chunks[i]).hex());
     }
     out.store_ms = ms_between(t_store, clock_type::now());
 
     if (p.compare_full) {
         // The same prompt in full mode is the speed-up's baseline; only its first token is timed.
-        const blend_params saved = engine_.params();
+        const blend_params saved = bp_;
         blend_params fp = saved;
         fp.mode = blend_mode::full;
-        engine_.set_params(fp);
+        engine().set_params(fp);
         try {
             generation_params fgp = gp;
             fgp.max_tokens = 1;
             fgp.top_logprobs = 0;
             blend_stats fst;
             const auto t_full = clock_type::now();
-            const std::vector<float>& fl = engine_.prefill(req, &fst);
+            const std::vector<float>& fl = engine().prefill(req, &fst);
             out.full_ttft_ms = sess_.generate_after_prefill(fl, fgp, nullptr, t_full).stats.ttft_ms;
         } catch (...) {
-            engine_.set_params(saved);
+            engine().set_params(saved);
             throw;
         }
-        engine_.set_params(saved);
+        engine().set_params(saved);
     }
     return out;
 }
@@ -235,6 +250,7 @@ blend_stats rag_session::prefill_chunks(const std::vector<std::string>& chunks,
                                         const std::string& question) {
     sess_.clear_cancel();
     pending_ = false;
+    engine();  // a store is needed
     if (chunks.empty()) throw error(status::invalid_arg, "prefill_chunks: no chunks");
     if (blank(question)) throw error(status::invalid_arg, "prefill_chunks: the question is empty");
     for (size_t i = 0; i < chunks.size(); ++i) {
@@ -243,13 +259,45 @@ blend_stats rag_session::prefill_chunks(const std::vector<std::string>& chunks,
         }
     }
     const blend_request req = build_blend_request(*model_, default_rag_prompt(chunks, question));
+    prompt_ = req.preamble;
+    for (const auto& c : req.chunks) prompt_.insert(prompt_.end(), c.begin(), c.end());
+    prompt_.insert(prompt_.end(), req.question.begin(), req.question.end());
     blend_stats st;
-    const std::vector<float>& logits = engine_.prefill(req, &st);
+    const std::vector<float>& logits = engine().prefill(req, &st);
     pending_logits_ = logits;
     pending_prefill_ms_ = st.ttft_ms;
-    engine_.write_back_misses();
+    engine().write_back_misses();
     pending_ = true;
     return st;
+}
+
+double rag_session::prefill_tokens(const std::vector<token_id>& tokens) {
+    sess_.clear_cancel();
+    pending_ = false;
+    if (tokens.empty()) throw error(status::invalid_arg, "prefill: the prompt has no tokens");
+    const int32_t n_vocab = model_->hparams().n_vocab;
+    for (token_id t : tokens) {
+        if (t < 0 || t >= n_vocab) {
+            throw error(status::invalid_arg, fmt("prefill: token %d out of [0, %d)", t, n_vocab));
+        }
+    }
+    prompt_ = tokens;
+    sess_.reset();
+    const auto t0 = clock_type::now();
+    pending_logits_ = sess_.prefill(tokens);
+    pending_prefill_ms_ = ms_between(t0, clock_type::now());
+    pending_ = true;
+    return pending_prefill_ms_;
+}
+
+double rag_session::prefill_text(const std::string& text, bool chat, const std::string& system,
+                                 bool parse_special) {
+    const tokenizer& vocab = model_->vocab();
+    if (!chat) return prefill_tokens(vocab.encode(text, true, parse_special));
+    std::vector<chat_message> msgs;
+    if (!system.empty()) msgs.push_back({"system", system});
+    msgs.push_back({"user", text});
+    return prefill_tokens(vocab.encode(render_chat(rag_chat_format(*model_), msgs, true), true, true));
 }
 
 generation_result rag_session::generate(const generation_params& gp,

@@ -99,14 +99,15 @@ struct ask_result {
 
 class rag_session {
 public:
+    // kv may be null: such a session serves plain prefills (prefill_text / prefill_tokens) only.
     rag_session(std::shared_ptr<const model> m, std::shared_ptr<kv_store> kv,
                 const session_params& sp, const blend_params& bp);
     ~rag_session();
 
     const model& get_model() const { return *model_; }
     int32_t n_ctx() const { return sess_.n_ctx(); }
-    const blend_params& params() const { return engine_.params(); }
-    void set_params(const blend_params& bp) { engine_.set_params(bp); }
+    const blend_params& params() const { return bp_; }
+    void set_params(const blend_params& bp);
 
     // Retrieval-augmented answer from rt's corpus. Throws error(status::aborted) when cancelled,
     // status::invalid_arg when nothing matches, status::range when even one chunk cannot fit.
@@ -116,17 +117,32 @@ public:
     // [P][chunks][Q] in the default RAG format; the logits wait for generate(). Misses are written
     // back before returning (outside the timed prefill).
     blend_stats prefill_chunks(const std::vector<std::string>& chunks, const std::string& question);
-    // Once per prefill_chunks (status::misuse otherwise).
+    // Plain prefill of a whole prompt (no chunk reuse): the logits wait for generate().
+    // Returns the prefill time in ms.
+    double prefill_tokens(const std::vector<token_id>& tokens);
+    // The text tokenized like llama.cpp (BOS/EOS as the GGUF says, special text parsed only when
+    // asked), or rendered as one user message (after `system`, when given) in the model's chat
+    // template; then prefill_tokens.
+    double prefill_text(const std::string& text, bool chat, const std::string& system,
+                        bool parse_special);
+    // The prompt of the last prefill (any kind).
+    const std::vector<token_id>& prompt_tokens() const { return prompt_; }
+
+    // Once per prefill_* (status::misuse otherwise).
     generation_result generate(const generation_params& gp, const token_callback& on_token);
 
     void cancel() { sess_.cancel(); }
 
 private:
+    blend_engine& engine();  // throws status::invalid_arg without a store
+
     std::shared_ptr<const model> model_;
     std::shared_ptr<kv_store> kv_;
     session sess_;
-    blend_engine engine_;
-    std::vector<float> pending_logits_;  // of the last prefill_chunks, until generate()
+    blend_params bp_;
+    std::unique_ptr<blend_engine> engine_;  // null without a KV store (plain prefill only)
+    std::vector<token_id> prompt_;
+    std::vector<float> pending_logits_;  // of the last prefill_*, until generate()
     bool pending_ = false;
     double pending_prefill_ms_ = 0;
 };

@@ -110,7 +110,8 @@ static inline void cbl_model_params_init(cbl_model_params *p) {
     p->struct_size = sizeof(*p);
 }
 
-/** Loads a GGUF model. On failure *out_model is NULL. @since 0.1 */
+/** Loads a GGUF model; path NULL = $CBL_MODEL, else the default model in the user cache. On
+ *  failure *out_model is NULL. @since 0.1 */
 CBL_API cbl_status cbl_model_load(const char *path, const cbl_model_params *params,
                                   cbl_model **out_model);
 /** Drops the caller's reference. NULL is a no-op. @since 0.1 */
@@ -372,7 +373,8 @@ static inline void cbl_session_params_init(cbl_session_params *p) {
 /** A session over the runtime's model and KV store. @since 0.1 */
 CBL_API cbl_status cbl_session_create(cbl_runtime *runtime, const cbl_session_params *params,
                                       cbl_session **out_session);
-/** A session over a model and a KV store of your own (cbl_session_prefill_chunks only). */
+/** A session over a model and a KV store of your own, for cbl_session_prefill_chunks; with
+ *  store == NULL it serves plain prefills only (cbl_session_prefill_text / _tokens). @since 0.1 */
 CBL_API cbl_status cbl_session_create_with(cbl_model *model, cbl_kvstore *store,
                                            const cbl_session_params *params,
                                            cbl_session **out_session);
@@ -394,6 +396,10 @@ typedef struct cbl_generate_params {
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
     int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
+    bool ignore_eog;         /* generate max_tokens even past end-of-generation (benchmarks) */
+    int32_t top_k;           /* temperature > 0: keep the k most likely; 0 = 40, < 0 = off */
+    float top_p;             /* temperature > 0: nucleus threshold; 0 = 0.95, >= 1 = off */
+    float min_p;             /* temperature > 0: drop below min_p x best; 0 = 0.05, < 0 = off */
     /* new fields are appended here only */
 } cbl_generate_params;
 
@@ -468,7 +474,31 @@ CBL_API cbl_status cbl_session_ask(cbl_session *session, const char *question,
 CBL_API cbl_status cbl_session_prefill_chunks(cbl_session *session, const char *const *chunks,
                                               const size_t *lens, size_t n_chunks,
                                               const char *question, cbl_stats *out_stats);
-/** Generates from the last cbl_session_prefill_chunks (once per prefill; CBL_MISUSE otherwise).
+typedef struct cbl_prompt_params {
+    size_t struct_size;      /* set by cbl_prompt_params_init() */
+    bool chat;               /* render the text as a user message in the model's chat template */
+    const char *system;      /* chat only: a system message (NULL = none) */
+    bool parse_special;      /* plain text: match control-token text (chat always does) */
+    /* new fields are appended here only */
+} cbl_prompt_params;
+
+static inline void cbl_prompt_params_init(cbl_prompt_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/** Plain prefill of a whole prompt (no chunk reuse), from the start of the context. Plain text
+ *  is tokenized like llama.cpp (BOS/EOS as the model's flags say). Follow with
+ *  cbl_session_generate. out_stats may be NULL. @since 0.1 */
+CBL_API cbl_status cbl_session_prefill_text(cbl_session *session, const char *text, size_t len,
+                                            const cbl_prompt_params *params, cbl_stats *out_stats);
+/** The same from token ids. @since 0.1 */
+CBL_API cbl_status cbl_session_prefill_tokens(cbl_session *session, const int32_t *tokens,
+                                              size_t n, cbl_stats *out_stats);
+/** The prompt ids of the last prefill of any kind; *out_n gets their number. The array lives
+ *  until the next call on the session (NULL when there is none). @since 0.1 */
+CBL_API const int32_t *cbl_session_prompt_tokens(const cbl_session *session, size_t *out_n);
+/** Generates from the last prefill (once per prefill; CBL_MISUSE otherwise).
  *  @since 0.1 */
 CBL_API cbl_status cbl_session_generate(cbl_session *session, const cbl_generate_params *params,
                                         cbl_answer **out_answer);

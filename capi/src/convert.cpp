@@ -86,6 +86,13 @@ generation_params to_generation(const char* fn, int32_t max_tokens, float temper
     return g;
 }
 
+void apply_sampling(const char* fn, int32_t top_k, float top_p, float min_p, sampler_params* s) {
+    if (std::isnan(top_p) || std::isnan(min_p) || top_p < 0.f) bad(fn, "top_p must be >= 0 and min_p a number");
+    if (top_k != 0) s->top_k = top_k < 0 ? 0 : top_k;
+    if (top_p > 0.f) s->top_p = top_p;
+    if (min_p != 0.f) s->min_p = min_p < 0.f ? 0.f : min_p;
+}
+
 search_filter to_filter(const char* collection, const char* uri_prefix) {
     search_filter f;
     if (collection) f.collection = collection;

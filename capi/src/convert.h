@@ -24,6 +24,9 @@ void to_core(const char* fn, const cbl_session_params& in, const model& m, int32
 // Sampling fields shared by ask and generate.
 generation_params to_generation(const char* fn, int32_t max_tokens, float temperature,
                                 uint64_t seed);
+// top_k / top_p / min_p of cbl_generate_params: 0 keeps the default, the documented "off" values
+// turn the filter off.
+void apply_sampling(const char* fn, int32_t top_k, float top_p, float min_p, sampler_params* s);
 search_filter to_filter(const char* collection, const char* uri_prefix);
 
 int32_t mode_code(const std::string& blend_mode_name);

@@ -45,4 +45,5 @@ struct cbl_session {
     std::unique_ptr<cacheblend::rag_session> s;
     std::atomic<bool> busy{false};  // one call at a time: a second one is CBL_MISUSE
     std::string notice;             // of the last prefill_chunks (its stats.notice)
+    cacheblend::blend_stats last;   // of the last prefill: the stats of the answer after it
 };

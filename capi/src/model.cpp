@@ -34,15 +34,15 @@ void cbl_log_set(cbl_log_fn fn, void* user_data) {
 cbl_status cbl_model_load(const char* path, const cbl_model_params* params, cbl_model** out_model) {
     if (out_model) *out_model = nullptr;
     return CBL_API_GUARD({
-        if (!path || !out_model) {
-            return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_model_load: path and out_model are required");
+        if (!out_model) {
+            return cacheblend::capi::set_error(CBL_INVALID_ARG, "cbl_model_load: out_model is required");
         }
         cbl_model_params p;
         if (cbl_status s = cacheblend::capi::read_params("cbl_model_load", params, &p, cbl_model_params_init); s != CBL_OK) return s;
         cacheblend::model_load_params lp;
         lp.vocab_only = p.vocab_only;
         auto h = std::make_unique<cbl_model>();
-        h->m = cacheblend::model::load(path, lp);
+        h->m = cacheblend::load_model_or_default(path ? path : "", lp);
         *out_model = h.release();
         return CBL_OK;
     });

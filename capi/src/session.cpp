@@ -55,6 +55,23 @@ cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model>
     return CBL_OK;
 }
 
+// Stats of a plain prefill: everything computed, nothing reused.
+cbl_status prefill_done(const char* fn, cbl_session* session, double ms, cbl_stats* out) {
+    session->notice.clear();
+    cacheblend::blend_stats& b = session->last;
+    b = cacheblend::blend_stats{};
+    b.mode = cacheblend::blend_mode_name(cacheblend::blend_mode::full);
+    b.ratio = 1.f;
+    b.ttft_ms = ms;
+    b.compute_ms = ms;
+    b.tokens_total = static_cast<int64_t>(session->s->prompt_tokens().size());
+    b.tokens_recomputed = b.tokens_total;
+    if (!out) return CBL_OK;
+    cbl_stats st = cacheblend::capi::to_stats(b, nullptr, session->notice);
+    st.n_ctx = session->s->n_ctx();
+    return write_out(fn, st, out);
+}
+
 std::unique_ptr<cbl_answer> make_answer(const cacheblend::generation_result& g,
                                         const cacheblend::blend_stats& b, std::string notice) {
     auto a = std::make_unique<cbl_answer>();
@@ -84,11 +101,10 @@ cbl_status cbl_session_create_with(cbl_model* model, cbl_kvstore* store,
                                    const cbl_session_params* params, cbl_session** out_session) {
     if (out_session) *out_session = nullptr;
     return CBL_API_GUARD({
-        if (!model || !store || !out_session) {
-            return invalid(__func__, "model, store and out_session are required");
-        }
+        if (!model || !out_session) return invalid(__func__, "model and out_session are required");
         if (model->m->vocab_only()) return invalid(__func__, "the model was loaded vocabulary-only");
-        return make_session(__func__, model->m, store->kv, 0, nullptr, params, out_session);
+        return make_session(__func__, model->m, store ? store->kv : nullptr, 0, nullptr, params,
+                            out_session);
     });
 }
 
@@ -155,9 +171,42 @@ cbl_status cbl_session_prefill_chunks(cbl_session* session, const char* const* c
         }
         const cacheblend::blend_stats st = session->s->prefill_chunks(texts, question);
         session->notice = st.fallback_reason;
+        session->last = st;
         if (!out_stats) return CBL_OK;
         return write_out(__func__, cacheblend::capi::to_stats(st, nullptr, session->notice), out_stats);
     });
+}
+
+cbl_status cbl_session_prefill_text(cbl_session* session, const char* text, size_t len,
+                                    const cbl_prompt_params* params, cbl_stats* out_stats) {
+    return CBL_API_GUARD({
+        if (!session || (!text && len > 0)) return invalid(__func__, "session and text are required");
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        cbl_prompt_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_prompt_params_init)) return s;
+        if (p.system && !p.chat) return invalid(__func__, "system applies to chat prompts only");
+        const double ms = session->s->prefill_text(std::string(text ? text : "", len), p.chat,
+                                                   p.system ? p.system : "", p.parse_special);
+        return prefill_done(__func__, session, ms, out_stats);
+    });
+}
+
+cbl_status cbl_session_prefill_tokens(cbl_session* session, const int32_t* tokens, size_t n,
+                                      cbl_stats* out_stats) {
+    return CBL_API_GUARD({
+        if (!session || (!tokens && n > 0)) return invalid(__func__, "session and tokens are required");
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        const double ms = session->s->prefill_tokens(std::vector<cacheblend::token_id>(tokens, tokens + n));
+        return prefill_done(__func__, session, ms, out_stats);
+    });
+}
+
+const int32_t* cbl_session_prompt_tokens(const cbl_session* session, size_t* out_n) {
+    const std::vector<cacheblend::token_id>* p = session ? &session->s->prompt_tokens() : nullptr;
+    if (out_n) *out_n = p ? p->size() : 0;
+    return p && !p->empty() ? p->data() : nullptr;
 }
 
 cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params* params,
@@ -173,11 +222,11 @@ cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params*
             cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
         if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
         gp.top_logprobs = p.top_logprobs;
+        gp.ignore_eog = p.ignore_eog;
+        cacheblend::capi::apply_sampling(__func__, p.top_k, p.top_p, p.min_p, &gp.sampling);
         const cacheblend::generation_result g =
             session->s->generate(gp, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
-        cacheblend::blend_stats none;
-        none.mode = cacheblend::blend_mode_name(session->s->params().mode);
-        auto a = make_answer(g, none, session->notice);
+        auto a = make_answer(g, session->last, session->notice);
         a->stats.prompt_tokens = g.stats.prompt_tokens;
         a->stats.n_ctx = session->s->n_ctx();
         *out_answer = a.release();

@@ -1,16 +1,15 @@
 // `cacheblend generate`: tokenizes a prompt (plain or chat-templated, DESIGN §8), generates and
-// either streams the answer or prints one JSON object.
+// either streams the answer or prints one JSON object. Written against the public C ABI only:
+// cbl_session_prefill_text + cbl_session_generate.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <limits>
 #include <random>
 
+#include "cacheblend.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "model-common.h"
-#include "core/chat-template.h"
-#include "core/error.h"
-#include "core/session.h"
 #include "json-writer.h"
 
 namespace cacheblend::cli {
@@ -42,7 +41,6 @@ private:
 };
 
 const command_spec& spec() {
-    static const sampler_params d;
     static const command_spec s{
         "generate",
         "generate --prompt P [--chat] [--system S] [options]",
@@ -56,14 +54,13 @@ const command_spec& spec() {
             {"max-tokens", "N", "maximum tokens to generate (default 128)"},
             {"temp", "T", "sampling temperature; 0 = greedy (default 0)"},
             {"top-k", "K",
-             "keep the K most likely tokens; 0 = off (default " + std::to_string(d.top_k) + ")"},
+             "keep the K most likely tokens; 0 = off (default 40)"},
             {"top-p", "P", "nucleus sampling threshold; 1 = off (default 0.95)"},
             {"min-p", "P", "drop tokens below P x the best probability; 0 = off (default 0.05)"},
             {"seed", "S", "sampling seed (default: random, reported in --json stats)"},
             {"top-logprobs", "K", "record the K most likely first tokens (default 0)"},
-            {"threads", "N",
-             "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
-            {"ctx", "N", "context size (default: prompt + max-tokens, capped at training size)"},
+            {"threads", "N", "CPU threads (default: all cores)"},
+            {"ctx", "N", "context size (default: the model's training context, at most 8192)"},
             {"parse-special", "",
              "match special-token text such as <|im_start|> in a plain prompt"},
             {"json", "", "print one JSON object instead of streaming"},
@@ -76,79 +73,79 @@ const command_spec& spec() {
     return s;
 }
 
-std::vector<token_id> tokenize_prompt(const model& m, const parsed_args& a,
-                                      const std::string& prompt) {
-    const tokenizer& vocab = m.vocab();
-    if (!a.has("chat")) return vocab.encode(prompt, true, a.has("parse-special"));
-
-    chat_format f = m.chat();
-    if (f == chat_format::unknown) {
-        if (m.file().has("tokenizer.chat_template")) {
-            throw error(status::unsupported,
-                        "the model's chat template is not a supported format (chatml, llama3, "
-                        "mistral); run without --chat");
-        }
-        f = chat_format::chatml;  // llama.cpp's fallback for GGUFs without a template
+bool stream_piece(const char* piece, size_t len, int32_t, void* user) {
+    if (*static_cast<bool*>(user)) {  // streaming (not --json)
+        std::fwrite(piece, 1, len, stdout);
+        std::fflush(stdout);
     }
-    std::vector<chat_message> msgs;
-    if (auto sys = a.get("system")) msgs.push_back({"system", *sys});
-    msgs.push_back({"user", prompt});
-    // Like llama-cli's first turn: add_special=true (BOS only if the GGUF asks for it; the
-    // template text carries none) and parse_special=true for the template's control tokens.
-    return vocab.encode(render_chat(f, msgs, true), true, true);
+    return g_interrupted == 0;
 }
 
-void write_json(const generation_result& r, const std::vector<token_id>& prompt,
-                const tokenizer& vocab, uint64_t seed, int32_t threads, int32_t n_ctx) {
+struct run_info {
+    uint64_t seed = 0;
+    int32_t threads = 0;
+    const int32_t* prompt = nullptr;
+    size_t n_prompt = 0;
+};
+
+void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st,
+                const run_info& info) {
     json_writer w(std::cout);
     w.begin_object();
-    w.field("text", r.text);
+    w.field("text", std::string(cbl_answer_text(answer)));
+    size_t n = 0;
+    const int32_t* tokens = cbl_answer_tokens(answer, &n);
     w.key("tokens").begin_array();
-    for (token_id t : r.tokens) w.value(t);
+    for (size_t i = 0; i < n; ++i) w.value(tokens[i]);
     w.end_array();
     w.key("prompt_tokens").begin_array();
-    for (token_id t : prompt) w.value(t);
+    for (size_t i = 0; i < info.n_prompt; ++i) w.value(info.prompt[i]);
     w.end_array();
     w.key("top_logprobs").begin_array();
-    for (const auto& [id, lp] : r.top_logprobs) {
+    for (size_t i = 0; i < cbl_answer_n_top_logprobs(answer); ++i) {
+        int32_t id = 0;
+        float lp = 0;
+        check(cbl_answer_top_logprob(answer, i, &id, &lp));
         w.begin_object();
         w.field("id", id);
-        // special=true so a likely end-of-turn token shows as "<|im_end|>" rather than "".
-        w.field("text", vocab.token_to_piece(id, true));
+        // Special tokens as text, so a likely end-of-turn token shows as "<|im_end|>".
+        w.field("text", token_text(model, id));
         w.field("logprob", lp);
         w.end_object();
     }
     w.end_array();
-    const generation_stats& s = r.stats;
+    const double prefill_tps = st.prefill_ms > 0 ? 1000.0 * static_cast<double>(info.n_prompt) / st.prefill_ms : 0;
     w.key("stats").begin_object();
-    w.field("prefill_ms", s.prefill_ms);
-    w.field("prefill_tokens_per_s", s.prefill_tokens_per_s);
-    w.field("decode_tokens_per_s", s.decode_tokens_per_s);
-    w.field("ttft_ms", s.ttft_ms);
-    w.field("decode_ms", s.decode_ms);
-    w.field("prompt_tokens", s.prompt_tokens);
-    w.field("generated_tokens", s.generated_tokens);
-    w.field("stop_reason", r.stop_reason);
-    w.field("seed", seed);
-    w.field("threads", threads);
-    w.field("n_ctx", n_ctx);
+    w.field("prefill_ms", st.prefill_ms);
+    w.field("prefill_tokens_per_s", prefill_tps);
+    w.field("decode_tokens_per_s", st.decode_tokens_per_s);
+    w.field("ttft_ms", st.ttft_ms);
+    w.field("prompt_tokens", static_cast<int64_t>(info.n_prompt));
+    w.field("generated_tokens", st.generated_tokens);
+    w.field("stop_reason", std::string(g_interrupted ? "stopped" : stop_name(st.stop_reason)));
+    w.field("seed", info.seed);
+    w.field("threads", info.threads);
+    w.field("n_ctx", st.n_ctx);
     w.end_object();
     w.end_object();
     std::cout << "\n";
 }
 
-void print_stats(const generation_result& r, const tokenizer& vocab) {
-    const generation_stats& s = r.stats;
+void print_stats(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st,
+                 size_t n_prompt) {
+    const double prefill_tps = st.prefill_ms > 0 ? 1000.0 * static_cast<double>(n_prompt) / st.prefill_ms : 0;
     std::fprintf(stderr,
-                 "prompt: %d tokens | prefill: %.1f ms, %.1f tok/s | decode: %d tokens, %.1f "
+                 "prompt: %zu tokens | prefill: %.1f ms, %.1f tok/s | decode: %d tokens, %.1f "
                  "tok/s | TTFT: %.1f ms | stop: %s\n",
-                 s.prompt_tokens, s.prefill_ms, s.prefill_tokens_per_s, s.generated_tokens,
-                 s.decode_tokens_per_s, s.ttft_ms, r.stop_reason.c_str());
-    if (!r.top_logprobs.empty()) {
+                 n_prompt, st.prefill_ms, prefill_tps, st.generated_tokens, st.decode_tokens_per_s,
+                 st.ttft_ms, stop_name(st.stop_reason));
+    if (cbl_answer_n_top_logprobs(answer) > 0) {
         std::fprintf(stderr, "first-token top logprobs:\n");
-        for (const auto& [id, lp] : r.top_logprobs) {
-            std::fprintf(stderr, "  %9.4f  %6d  %s\n", lp, id,
-                         printable(vocab.token_to_piece(id, true)).c_str());
+        for (size_t i = 0; i < cbl_answer_n_top_logprobs(answer); ++i) {
+            int32_t id = 0;
+            float lp = 0;
+            check(cbl_answer_top_logprob(answer, i, &id, &lp));
+            std::fprintf(stderr, "  %9.4f  %6d  %s\n", lp, id, printable(token_text(model, id)).c_str());
         }
     }
 }
@@ -164,65 +161,71 @@ int run_generate(const std::vector<std::string>& args) {
     if (!prompt) throw usage_error("generate: --prompt is required");
     if (a.has("system") && !a.has("chat")) throw usage_error("--system needs --chat");
     constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
-    generation_params gp;
-    gp.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 0, 1 << 24));
-    gp.sampling.temperature = static_cast<float>(a.get_double("temp", 0.0, 0.0, 1e6));
-    gp.sampling.top_k = static_cast<int32_t>(a.get_int("top-k", gp.sampling.top_k, 0, i32_max));
-    gp.sampling.top_p = static_cast<float>(a.get_double("top-p", gp.sampling.top_p, 0.0, 1.0));
-    gp.sampling.min_p = static_cast<float>(a.get_double("min-p", gp.sampling.min_p, 0.0, 1.0));
-    gp.sampling.seed = a.has("seed") ? a.get_u64("seed", 0) : std::random_device{}();
+    cbl_generate_params gp;
+    cbl_generate_params_init(&gp);
+    gp.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));
+    gp.temperature = static_cast<float>(a.get_double("temp", 0.0, 0.0, 1e6));
+    // The C ABI's zero means "default": the CLI's "0 = off" maps to its "off" values.
+    const int64_t top_k = a.get_int("top-k", 40, 0, i32_max);
+    gp.top_k = top_k == 0 ? -1 : static_cast<int32_t>(top_k);
+    gp.top_p = static_cast<float>(a.get_double("top-p", 0.95, 0.0, 1.0));
+    if (gp.top_p == 0.f) throw usage_error("--top-p 0 keeps nothing; use --temp 0 for greedy");
+    const double min_p = a.get_double("min-p", 0.05, 0.0, 1.0);
+    gp.min_p = min_p == 0.0 ? -1.f : static_cast<float>(min_p);
+    run_info info;
+    info.seed = a.has("seed") ? a.get_u64("seed", 0) : std::random_device{}();
+    gp.seed = info.seed;
     gp.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 0, 0, i32_max));
-    const auto threads =
-        static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
-    const int64_t ctx = a.get_int("ctx", 0, 0, i32_max);
-    const bool json = a.has("json");
+    info.threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
+    const auto ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));
+    bool stream = !a.has("json");
+    gp.on_token = stream_piece;
+    gp.user_data = &stream;
+    cbl_prompt_params pp;
+    cbl_prompt_params_init(&pp);
+    pp.chat = a.has("chat");
+    pp.parse_special = a.has("parse-special");
+    const std::string system = a.get_or("system", "");
+    if (a.has("system")) pp.system = system.c_str();
+    const std::string model_path = a.get_or("model", "");
+    if (a.has("model") && model_path.empty()) throw usage_error("--model: empty path");
 
-    const std::shared_ptr<const model> m = load_model(a, false);
-    const tokenizer& vocab = m->vocab();
-    const std::vector<token_id> prompt_ids = tokenize_prompt(*m, a, *prompt);
-    if (prompt_ids.empty()) throw usage_error("--prompt: the prompt has no tokens");
-
-    const auto n_prompt = static_cast<int64_t>(prompt_ids.size());
-    const int64_t n_train = m->hparams().n_ctx_train;
-    int64_t n_ctx = ctx;
-    if (n_ctx == 0) {
-        // Size the KV cache to the request: a full training context would cost memory and
-        // start-up time for nothing.
-        if (n_prompt > n_train) {
-            throw error(status::range,
-                        fmt("the prompt has %lld tokens but the model's context "
-                            "holds %lld (pass --ctx to go beyond it)",
-                            static_cast<long long>(n_prompt), static_cast<long long>(n_train)));
-        }
-        n_ctx = std::min(n_prompt + gp.max_tokens, n_train);
-    } else if (n_prompt > n_ctx) {
-        throw error(status::range,
-                    fmt("the prompt has %lld tokens but --ctx is %lld",
-                        static_cast<long long>(n_prompt), static_cast<long long>(n_ctx)));
+    cbl_model* m_raw = nullptr;
+    check(cbl_model_load(model_path.empty() ? nullptr : model_path.c_str(), nullptr, &m_raw));
+    const model_ptr m(m_raw);
+    if (gp.top_logprobs > cbl_model_n_vocab(m.get())) gp.top_logprobs = cbl_model_n_vocab(m.get());
+    if (ctx > cbl_model_n_ctx_train(m.get())) {
+        throw usage_error("--ctx: the model's training context is " +
+                          std::to_string(cbl_model_n_ctx_train(m.get())) + " tokens");
     }
-    gp.top_logprobs = std::min(gp.top_logprobs, m->hparams().n_vocab);
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = ctx;
+    sp.n_threads = info.threads;
+    sp.mode = CBL_MODE_FULL;
+    cbl_session* s_raw = nullptr;
+    check(cbl_session_create_with(m.get(), nullptr, &sp, &s_raw));  // plain prefill: no store
+    const session_ptr sess(s_raw);
 
-    session_params sp;
-    sp.n_ctx = static_cast<int32_t>(n_ctx);
-    sp.n_threads = threads;
-    session sess(m, sp);
-
+    check(cbl_session_prefill_text(sess.get(), prompt->data(), prompt->size(), &pp, nullptr));
+    info.prompt = cbl_session_prompt_tokens(sess.get(), &info.n_prompt);
+    const std::vector<int32_t> prompt_ids(info.prompt, info.prompt + info.n_prompt);
+    info.prompt = prompt_ids.data();
     sigint_guard guard;
-    const token_callback on_token = [json](token_id, const std::string& piece) {
-        if (!json) {
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-        }
-        return g_interrupted == 0;
-    };
-    const generation_result r = sess.generate(prompt_ids, gp, on_token);
+    cbl_answer* a_raw = nullptr;
+    check(cbl_session_generate(sess.get(), &gp, &a_raw));
+    const answer_ptr answer(a_raw);
+    cbl_stats st;
+    cbl_stats_init(&st);
+    check(cbl_answer_stats(answer.get(), &st));
 
-    if (json) {
-        write_json(r, prompt_ids, vocab, gp.sampling.seed, threads, sp.n_ctx);
+    if (!stream) {
+        write_json(answer.get(), m.get(), st, info);
     } else {
-        if (r.text.empty() || r.text.back() != '\n') std::fputc('\n', stdout);
+        const std::string text = cbl_answer_text(answer.get());
+        if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
         std::fflush(stdout);
-        print_stats(r, vocab);
+        print_stats(answer.get(), m.get(), st, info.n_prompt);
     }
     return 0;
 }

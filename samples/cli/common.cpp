@@ -26,25 +26,10 @@ flag_spec model_flag() {
 }
 
 std::shared_ptr<const model> load_model(const parsed_args& a, bool vocab_only) {
-    const bool is_default = !a.has("model");
-    const std::string path = is_default ? default_model_path() : *a.get("model");
-    if (path.empty()) throw usage_error("--model: empty path");
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        const int e = errno;
-        if (e == ENOENT) {
-            throw error(status::io,
-                        "model file not found: " + path +
-                            (is_default ? " (the default model: pass --model, set CBL_MODEL or run "
-                                          "scripts/fetch-model.sh)"
-                                        : ""));
-        }
-        throw error(status::io, "cannot access model file " + path + ": " + std::strerror(e));
-    }
-    if (S_ISDIR(st.st_mode)) throw error(status::io, path + " is a directory, not a GGUF file");
+    if (a.has("model") && a.get("model")->empty()) throw usage_error("--model: empty path");
     model_load_params p;
     p.vocab_only = vocab_only;
-    return model::load(path, p);
+    return load_model_or_default(a.get_or("model", ""), p);
 }
 
 bool print_help_if_asked(const command_spec& spec, const parsed_args& a) {

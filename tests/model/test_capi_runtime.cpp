@@ -567,3 +567,70 @@ TEST_F(CapiRuntime, NullArgumentsAreErrorsNeverCrashes) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(CapiRuntime, PlainPrefillFromTextOrTokensWithoutAStore) {
+    cbl_model* m = nullptr;
+    ASSERT_EQ(cbl_runtime_model(rt_, &m), CBL_OK);
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = 256;
+    cbl_session* s = nullptr;
+    ASSERT_EQ(cbl_session_create_with(m, nullptr, &sp, &s), CBL_OK) << cbl_last_error();
+    cbl_model_free(m);
+    const char* chunk = k_docs[0][1];
+    EXPECT_EQ(cbl_session_prefill_chunks(s, &chunk, nullptr, 1, "Which river?", nullptr),
+              CBL_INVALID_ARG);  // no store
+    EXPECT_NE(std::strstr(cbl_last_error(), "no KV store"), nullptr) << cbl_last_error();
+
+    const std::string prompt = "The capital of France is";
+    cbl_stats st;
+    cbl_stats_init(&st);
+    ASSERT_EQ(cbl_session_prefill_text(s, prompt.data(), prompt.size(), nullptr, &st), CBL_OK)
+        << cbl_last_error();
+    EXPECT_EQ(st.mode, CBL_MODE_FULL);
+    size_t n = 0;
+    const int32_t* ids = cbl_session_prompt_tokens(s, &n);
+    ASSERT_GT(n, 3u);
+    EXPECT_EQ(st.prompt_tokens, static_cast<int64_t>(n));
+    const std::vector<int32_t> prompt_ids(ids, ids + n);
+    cbl_generate_params gp;
+    cbl_generate_params_init(&gp);
+    gp.max_tokens = 12;
+    gp.ignore_eog = true;
+    gp.top_logprobs = 3;
+    cbl_answer* a = nullptr;
+    ASSERT_EQ(cbl_session_generate(s, &gp, &a), CBL_OK) << cbl_last_error();
+    const std::string from_text = cbl_answer_text(a);
+    size_t n_gen = 0;
+    cbl_answer_tokens(a, &n_gen);
+    EXPECT_EQ(n_gen, 12u);  // ignore_eog: exactly max_tokens
+    EXPECT_EQ(cbl_answer_n_top_logprobs(a), 3u);
+    int32_t best = -1;
+    float lp = 1.f;
+    ASSERT_EQ(cbl_answer_top_logprob(a, 0, &best, &lp), CBL_OK);
+    EXPECT_LE(lp, 0.f);
+    cbl_answer_free(a);
+
+    // The same ids give the same greedy continuation.
+    ASSERT_EQ(cbl_session_prefill_tokens(s, prompt_ids.data(), prompt_ids.size(), nullptr), CBL_OK);
+    ASSERT_EQ(cbl_session_generate(s, &gp, &a), CBL_OK) << cbl_last_error();
+    EXPECT_EQ(from_text, cbl_answer_text(a));
+    cbl_answer_free(a);
+
+    const int32_t bad[] = {1, 1 << 30};
+    EXPECT_EQ(cbl_session_prefill_tokens(s, bad, 2, nullptr), CBL_INVALID_ARG);
+    EXPECT_EQ(cbl_session_prefill_tokens(s, nullptr, 0, nullptr), CBL_INVALID_ARG);
+    cbl_prompt_params pp;
+    cbl_prompt_params_init(&pp);
+    pp.system = "Be brief.";
+    EXPECT_EQ(cbl_session_prefill_text(s, "Hi", 2, &pp, nullptr), CBL_INVALID_ARG);  // chat only
+    pp.chat = true;
+    ASSERT_EQ(cbl_session_prefill_text(s, "Hi", 2, &pp, nullptr), CBL_OK) << cbl_last_error();
+    ids = cbl_session_prompt_tokens(s, &n);
+    EXPECT_GT(n, 6u);  // the template's turns around "Hi"
+    cbl_session_free(s);
+}
+
+}  // namespace

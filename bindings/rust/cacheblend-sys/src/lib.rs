@@ -261,6 +261,19 @@ pub struct cbl_generate_params {
     pub on_token: cbl_token_fn,
     pub user_data: *mut c_void,
     pub top_logprobs: i32,
+    pub ignore_eog: bool,
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cbl_prompt_params {
+    pub struct_size: usize,
+    pub chat: bool,
+    pub system: *const c_char,
+    pub parse_special: bool,
 }
 
 #[repr(C)]
@@ -318,6 +331,7 @@ init_fn! {
     cbl_ingest_params_init => cbl_ingest_params,
     cbl_ingest_report_init => cbl_ingest_report,
     cbl_corpus_stats_init => cbl_corpus_stats,
+    cbl_prompt_params_init => cbl_prompt_params,
     cbl_search_params_init => cbl_search_params,
     cbl_hit_init => cbl_hit,
     cbl_kvstore_params_init => cbl_kvstore_params,
@@ -460,6 +474,20 @@ extern "C" {
         question: *const c_char,
         out_stats: *mut cbl_stats,
     ) -> cbl_status;
+    pub fn cbl_session_prefill_text(
+        session: *mut cbl_session,
+        text: *const c_char,
+        len: usize,
+        params: *const cbl_prompt_params,
+        out_stats: *mut cbl_stats,
+    ) -> cbl_status;
+    pub fn cbl_session_prefill_tokens(
+        session: *mut cbl_session,
+        tokens: *const i32,
+        n: usize,
+        out_stats: *mut cbl_stats,
+    ) -> cbl_status;
+    pub fn cbl_session_prompt_tokens(session: *const cbl_session, out_n: *mut usize) -> *const i32;
     pub fn cbl_session_generate(
         session: *mut cbl_session,
         params: *const cbl_generate_params,

@@ -486,7 +486,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
                              kv_format }
         cbl_generate_params { struct_size, max_tokens, temperature, seed, on_token, user_data,
-                              top_logprobs }
+                              top_logprobs, ignore_eog, top_k, top_p, min_p }
+        cbl_prompt_params { struct_size, chat, system, parse_special }
         cbl_ask_params { struct_size, k, search_mode, collection, uri_prefix, max_tokens,
                          temperature, seed, on_token, user_data, compare_full, top_logprobs }
         cbl_stats { struct_size, mode, ratio, ttft_ms, prefill_ms, load_ms, load_wait_ms,
