@@ -1,15 +1,17 @@
 // `cacheblend bench prefill|decode`: throughput of the forward pass on pseudo-random tokens, the
-// median of R timed runs after one warm-up.
+// median of R timed runs after one warm-up. Written against the public C ABI: prefill is
+// cbl_session_prefill_tokens, decode is greedy cbl_session_generate with ignore_eog.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <stdexcept>
+#include <thread>
 
+#include "cacheblend.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "model-common.h"
-#include "core/error.h"
-#include "core/session.h"
 #include "json-writer.h"
 #include "progress-bar.h"
 
@@ -29,14 +31,13 @@ const command_spec& spec() {
         {
             model_flag(),
             {"tokens", "LIST", "comma-separated sizes (default: prefill 128,512,2048; decode 128)"},
-            {"threads", "N",
-             "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
+            {"threads", "N", "CPU threads (default: all cores)"},
             {"reps", "R", "timed runs per size (default 3)"},
             {"json", "", "print a JSON list of {kind, tokens, threads, tokens_per_s, ms}"},
         },
         1,
-        "Token ids are drawn from the vocabulary's normal tokens with a fixed seed, so runs are\n"
-        "comparable.",
+        "Token ids are drawn from the vocabulary's plain-text tokens with a fixed seed, so runs\n"
+        "are comparable.",
     };
     return s;
 }
@@ -53,19 +54,19 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// `n` ids drawn from the normal (non-special, non-byte) tokens: special tokens would make the
-// workload unrepresentative, and a fixed seed makes runs repeatable.
-std::vector<token_id> random_tokens(const model& m, size_t n) {
-    const tokenizer& vocab = m.vocab();
-    const int32_t n_vocab = std::min(vocab.n_vocab(), m.hparams().n_vocab);
-    std::vector<token_id> normal;
-    for (token_id id = 0; id < n_vocab; ++id) {
-        if (vocab.attr(id) == token_attr::normal) normal.push_back(id);
+// `n` ids drawn from the plain-text tokens (control tokens such as "<|im_start|>" and empty
+// pieces left out, so the workload looks like text), with a fixed seed for repeatable runs.
+std::vector<int32_t> random_tokens(const cbl_model* m, size_t n) {
+    std::vector<int32_t> text_ids;
+    for (int32_t id = 0; id < cbl_model_n_vocab(m); ++id) {
+        const std::string piece = token_text(m, id);
+        const bool control = piece.size() > 2 && piece.front() == '<' && piece.back() == '>';
+        if (!piece.empty() && !control) text_ids.push_back(id);
     }
-    if (normal.empty()) throw error(status::format, "bench: the vocabulary has no normal tokens");
+    if (text_ids.empty()) throw std::runtime_error("bench: the vocabulary has no text tokens");
     std::mt19937_64 rng(0xCB1E4D);
-    std::vector<token_id> out(n);
-    for (token_id& t : out) t = normal[static_cast<size_t>(rng() % normal.size())];
+    std::vector<int32_t> out(n);
+    for (int32_t& t : out) t = text_ids[static_cast<size_t>(rng() % text_ids.size())];
     return out;
 }
 
@@ -90,46 +91,51 @@ double time_runs(int64_t reps, progress_bar& bar, F&& run) {
     return median(ms);
 }
 
-bench_row bench_prefill(const std::shared_ptr<const model>& m, int64_t n, int32_t threads,
-                        int64_t reps, const std::vector<token_id>& pool, bool show) {
-    session_params sp;
-    sp.n_ctx = static_cast<int32_t>(n + k_ctx_slack);
+session_ptr make_session(cbl_model* m, int64_t n_ctx, int32_t threads) {
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = static_cast<int32_t>(n_ctx);
     sp.n_threads = threads;
-    session s(m, sp);
-    const std::vector<token_id> ids(pool.begin(), pool.begin() + n);
+    sp.mode = CBL_MODE_FULL;
+    cbl_session* s = nullptr;
+    check(cbl_session_create_with(m, nullptr, &sp, &s));
+    return session_ptr(s);
+}
+
+bench_row bench_prefill(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
+                        const std::vector<int32_t>& pool, bool show) {
+    const session_ptr s = make_session(m, n + k_ctx_slack, threads);
     progress_bar bar("prefill " + std::to_string(n), reps + 1, show);
     const double ms = time_runs(reps, bar, [&](bool) {
-        s.reset();
-        const auto t0 = clock_type::now();
-        s.prefill(ids);
-        return ms_between(t0, clock_type::now());
+        cbl_stats st;
+        cbl_stats_init(&st);
+        check(cbl_session_prefill_tokens(s.get(), pool.data(), static_cast<size_t>(n), &st));
+        return st.prefill_ms;
     });
     return {"prefill", n, threads, ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0, ms};
 }
 
-bench_row bench_decode(const std::shared_ptr<const model>& m, int64_t n, int32_t threads,
-                       int64_t reps, const std::vector<token_id>& pool, bool show) {
-    session_params sp;
-    sp.n_ctx = static_cast<int32_t>(k_decode_prompt + n + k_ctx_slack);
-    sp.n_threads = threads;
-    session s(m, sp);
-    const std::vector<token_id> prompt(pool.begin(), pool.begin() + k_decode_prompt);
-    const int32_t n_vocab = m->hparams().n_vocab;
+bench_row bench_decode(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
+                       const std::vector<int32_t>& pool, bool show) {
+    const session_ptr s = make_session(m, k_decode_prompt + n + k_ctx_slack, threads);
     progress_bar bar("decode " + std::to_string(n), reps + 1, show);
     const double ms = time_runs(reps, bar, [&](bool warmup) {
-        s.reset();
-        const std::vector<float>* logits = &s.prefill(prompt);
-        // A short warm-up is enough to fault in weights and spin up threads.
-        const int64_t steps = warmup ? std::min<int64_t>(n, 16) : n;
-        double total = 0;
-        for (int64_t i = 0; i < steps; ++i) {
-            // Greedy, ignoring end-of-generation: the benchmark wants exactly n steps.
-            const token_id tok = argmax(logits->data(), n_vocab);
-            const auto t0 = clock_type::now();
-            logits = &s.decode(tok);
-            total += ms_between(t0, clock_type::now());
-        }
-        return total;
+        check(cbl_session_prefill_tokens(s.get(), pool.data(), k_decode_prompt, nullptr));
+        // Greedy, past end-of-generation: the benchmark wants exactly n steps (a short warm-up
+        // is enough to fault in weights and spin up threads). n tokens take n - 1 decode steps
+        // (the first comes from the prompt's logits); the rate is over those steps.
+        cbl_generate_params gp;
+        cbl_generate_params_init(&gp);
+        gp.max_tokens = static_cast<int32_t>(warmup ? std::min<int64_t>(n, 16) : n) + 1;
+        gp.ignore_eog = true;
+        cbl_answer* raw = nullptr;
+        check(cbl_session_generate(s.get(), &gp, &raw));
+        const answer_ptr a(raw);
+        cbl_stats st;
+        cbl_stats_init(&st);
+        check(cbl_answer_stats(a.get(), &st));
+        const double steps = static_cast<double>(gp.max_tokens - 1);
+        return st.decode_tokens_per_s > 0 ? 1000.0 * steps / st.decode_tokens_per_s : 0.0;
     });
     return {"decode", n, threads, ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0, ms};
 }
@@ -147,27 +153,35 @@ int run_bench(const std::vector<std::string>& args) {
     const bool prefill = kind == "prefill";
     const std::vector<int64_t> sizes =
         a.get_int_list("tokens", prefill ? "128,512,2048" : "128", 1, 1 << 20);
-    const auto threads =
-        static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
+    const auto threads = static_cast<int32_t>(a.get_int(
+        "threads", std::max<int64_t>(1, std::thread::hardware_concurrency()), 1, 1024));
     const int64_t reps = a.get_int("reps", 3, 1, 1000);
     const bool json = a.has("json");
 
-    const std::shared_ptr<const model> m = load_model(a, false);
+    const std::string model = a.get_or("model", "");
+    if (a.has("model") && model.empty()) throw usage_error("--model: empty path");
+    cbl_model* m_raw = nullptr;
+    check(cbl_model_load(model.empty() ? nullptr : model.c_str(), nullptr, &m_raw));
+    const model_ptr m(m_raw);
     const int64_t max_size = *std::max_element(sizes.begin(), sizes.end());
-    const std::vector<token_id> pool =
-        random_tokens(*m, static_cast<size_t>(std::max<int64_t>(max_size, k_decode_prompt)));
+    if (max_size + k_ctx_slack > cbl_model_n_ctx_train(m.get())) {
+        throw usage_error("bench: --tokens beyond the model's training context of " +
+                          std::to_string(cbl_model_n_ctx_train(m.get())));
+    }
+    const std::vector<int32_t> pool =
+        random_tokens(m.get(), static_cast<size_t>(std::max<int64_t>(max_size, k_decode_prompt)));
 
     if (!json) {
         std::printf("model: %s, %d threads, median of %lld runs\n",
-                    m->name().empty() ? "(unnamed)" : m->name().c_str(), threads,
+                    model.empty() ? "(default)" : model.c_str(), threads,
                     static_cast<long long>(reps));
         std::printf("%-8s %8s %8s %12s %10s\n", "kind", "tokens", "threads", "tokens/s", "ms");
         std::fflush(stdout);
     }
     std::vector<bench_row> rows;
     for (int64_t n : sizes) {
-        rows.push_back(prefill ? bench_prefill(m, n, threads, reps, pool, !json)
-                               : bench_decode(m, n, threads, reps, pool, !json));
+        rows.push_back(prefill ? bench_prefill(m.get(), n, threads, reps, pool, !json)
+                               : bench_decode(m.get(), n, threads, reps, pool, !json));
         if (!json) {
             const bench_row& r = rows.back();
             std::printf("%-8s %8lld %8d %12.1f %10.2f\n", r.kind.c_str(),

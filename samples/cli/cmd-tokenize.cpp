@@ -1,5 +1,6 @@
 // `cacheblend tokenize`: text to token ids with llama.cpp's test-vector defaults (no BOS/EOS,
 // special text as plain text), loading only the vocabulary so llama.cpp's vocab-only GGUFs work.
+// Written against the public C ABI: cbl_model_load (vocab_only), cbl_tokenize, cbl_token_to_piece.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -8,9 +9,12 @@
 #include <iostream>
 #include <memory>
 
+#include <stdexcept>
+#include <vector>
+
+#include "cacheblend.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "model-common.h"
-#include "core/error.h"
 #include "json-writer.h"
 
 namespace cacheblend::cli {
@@ -39,16 +43,16 @@ const command_spec& spec() {
 std::string read_file(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        throw error(status::io_read, "cannot read " + path + ": it is a directory");
+        throw std::runtime_error("cannot read " + path + ": it is a directory");
     }
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-    if (!f) throw error(status::io_read, "cannot open " + path + ": " + std::strerror(errno));
+    if (!f) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
     std::string data;
     char buf[1 << 16];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) data.append(buf, n);
     if (std::ferror(f.get())) {
-        throw error(status::io_read, "cannot read " + path + ": " + std::strerror(errno));
+        throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
     }
     return data;
 }
@@ -65,28 +69,37 @@ int run_tokenize(const std::vector<std::string>& args) {
     const bool pieces = a.has("pieces");
 
     const std::string text = a.has("text") ? *a.get("text") : read_file(*a.get("file"));
-    const std::shared_ptr<const model> m = load_model(a, true);
-    const tokenizer& vocab = m->vocab();
-    const std::vector<token_id> ids =
-        vocab.encode(text, a.has("add-special"), a.has("parse-special"));
+    const std::string model = a.get_or("model", "");
+    if (a.has("model") && model.empty()) throw usage_error("--model: empty path");
+    cbl_model_params mp;
+    cbl_model_params_init(&mp);
+    mp.vocab_only = true;
+    cbl_model* m_raw = nullptr;
+    check(cbl_model_load(model.empty() ? nullptr : model.c_str(), &mp, &m_raw));
+    const model_ptr m(m_raw);
+    size_t n = 0;
+    const bool add = a.has("add-special"), parse = a.has("parse-special");
+    check(cbl_tokenize(m.get(), text.data(), text.size(), add, parse, nullptr, 0, &n));
+    std::vector<int32_t> ids(n);
+    if (n > 0) check(cbl_tokenize(m.get(), text.data(), text.size(), add, parse, ids.data(), n, &n));
 
     if (json) {
         json_writer w(std::cout);
         w.begin_object();
         w.key("ids").begin_array();
-        for (token_id id : ids) w.value(id);
+        for (int32_t id : ids) w.value(id);
         w.end_array();
         if (pieces) {
             // A piece can be part of a UTF-8 character; the writer shows such bytes as U+FFFD.
             w.key("pieces").begin_array();
-            for (token_id id : ids) w.value(vocab.token_to_piece(id, true));
+            for (int32_t id : ids) w.value(token_text(m.get(), id));
             w.end_array();
         }
         w.end_object();
         std::cout << "\n";
     } else if (pieces) {
-        for (token_id id : ids) {
-            std::printf("%6d  %s\n", id, printable(vocab.token_to_piece(id, true)).c_str());
+        for (int32_t id : ids) {
+            std::printf("%6d  %s\n", id, printable(token_text(m.get(), id)).c_str());
         }
     } else {
         for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
