@@ -38,6 +38,23 @@ bash scripts/build.sh
 phase "ctest (Release)"
 run_ctest build
 
+# ---- CUDA backend (kernels/cuda): where nvcc is installed, prove the CUDA code compiles and ----
+# links (build-cuda/: the library and two tests only), then run test_backend_ops, which skips
+# (exit 77) without a GPU, and test_cuda_backend_errors (a missing device is a clean status).
+# The device math is tested on the host by every build (test_cuda_device_math). A fresh
+# build-cuda/ costs about 4 minutes on 2 busy cores; a rebuild with nothing changed, 2 seconds.
+nvcc_bin=/usr/local/cuda/bin/nvcc
+[[ -x $nvcc_bin ]] || nvcc_bin=$(command -v nvcc || true)
+if [[ -n $nvcc_bin ]]; then
+  phase "build (CUDA backend, build-cuda/: library + backend tests)"
+  BUILD_DIR=build-cuda bash scripts/build.sh -DCBL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin" \
+    -DCBL_BUILD_TESTS=ON -DCBL_BUILD_SAMPLES=OFF -DCBL_BUILD_BENCH=OFF \
+    -- cacheblend test_backend_ops test_cuda_backend_errors
+  phase "ctest (CUDA backend; test_backend_ops is skipped without a GPU)"
+  ctest --test-dir build-cuda --output-on-failure --no-tests=error \
+    -R '^(test_backend_ops|test_cuda_backend_errors)$'
+fi
+
 # ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----
 # They link build/libcacheblend.so; CBL_BUILD_DIR and CBL_INCLUDE_DIR tell their build scripts where.
 root=$PWD

@@ -1,0 +1,151 @@
+// cacheblend::backend on one CUDA device. Ops are queued on the context's stream in call order;
+// upload / download / synchronize order host memory against them. Errors become
+// error(status::device); after a sticky one (the CUDA context is unusable) every later call
+// fails fast with the first message (STYLE.md §4).
+#include "kernels/cuda/backend-cuda.h"
+
+#include <string>
+
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/context.cuh"
+#include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/kv-deviation.cuh"
+#include "kernels/cuda/norm.cuh"
+#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/store-rows.cuh"
+
+namespace cacheblend {
+namespace {
+
+class backend_cuda final : public backend {
+public:
+    explicit backend_cuda(int device) : ctx_(device), name_("cuda:" + std::to_string(device)) {}
+
+    const char* name() const override { return name_.c_str(); }
+    int n_threads() const override { return 1; }  // host threads: the device does the work
+
+    void* alloc(size_t bytes) override {
+        return run([&] {
+            void* p = nullptr;
+            if (bytes) CBL_CUDA_CHECK(cudaMalloc(&p, bytes));  // 256-byte aligned
+            return p;
+        });
+    }
+    // cudaFree waits for queued work that may still use p. Errors cannot be reported here.
+    void free(void* p) noexcept override {
+        if (!p) return;
+        cudaSetDevice(ctx_.device());
+        cudaFree(p);
+    }
+    void upload(void* dst, const void* host_src, size_t bytes) override {
+        // From pageable memory the call returns once host_src has been staged, so the caller may
+        // reuse it; ordered on our stream (a legacy-stream cudaMemcpy would not be).
+        run([&] {
+            CBL_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice,
+                                           ctx_.stream()));
+        });
+    }
+    void download(void* host_dst, const void* src, size_t bytes) override {
+        run([&] {
+            CBL_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost,
+                                           ctx_.stream()));
+            ctx_.synchronize();
+        });
+    }
+    void synchronize() override {
+        run([&] { ctx_.synchronize(); });
+    }
+
+    void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
+                int64_t ldy, const float* bias) override {
+        run([&] { cuda::cbl_cuda_matmul(ctx_, w, x, m, ldx, y, ldy, bias); });
+    }
+    void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
+                  int64_t ldy) override {
+        run([&] { cuda::cbl_cuda_get_rows(ctx_, w, ids, m, y, ldy); });
+    }
+    void rms_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma, float eps,
+                  float* y, int64_t ldy) override {
+        run([&] { cuda::cbl_cuda_rms_norm(ctx_, {x, m, n, ldx, gamma, eps, y, ldy}); });
+    }
+    void rope(float* x, int64_t m, int64_t ldx, int n_head, int head_dim, const int32_t* pos,
+              const rope_params& p) override {
+        run([&] { cuda::cbl_cuda_rope(ctx_, {x, m, ldx, n_head, head_dim, pos, p}); });
+    }
+    void store_rows_f16(const float* src, int64_t m, int64_t n, int64_t ldsrc, const int32_t* pos,
+                        uint16_t* cache, int64_t ld_cache) override {
+        run([&] { cuda::cbl_cuda_store_rows_f16(ctx_, src, m, n, ldsrc, pos, cache, ld_cache); });
+    }
+    void attention(const attention_args& a) override {
+        run([&] { cuda::cbl_cuda_attention(ctx_, a); });
+    }
+    void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
+                float* out) override {
+        run([&] { cuda::cbl_cuda_swiglu(ctx_, gate, up, m, n, ld, out); });
+    }
+    void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) override {
+        run([&] { cuda::cbl_cuda_add_rows(ctx_, y, x, m, n, ld); });
+    }
+    void relocate_kv(const uint16_t* k_src, const uint16_t* v_src, int64_t n, int64_t ld_src,
+                     const int32_t* pos, int n_kv_head, int head_dim, const rope_params& rope,
+                     uint16_t* k_cache, uint16_t* v_cache, int64_t ld_cache) override {
+        run([&] {
+            cuda::cbl_cuda_relocate_kv(ctx_, {k_src, v_src, n, ld_src, pos, n_kv_head, head_dim,
+                                              rope, k_cache, v_cache, ld_cache});
+        });
+    }
+    void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
+                      int64_t ld_cached, int64_t n, int64_t width, float* d) override {
+        run([&] {
+            cuda::cbl_cuda_kv_deviation(ctx_, fresh, ld_fresh, cached, ld_cached, n, width, d);
+        });
+    }
+
+private:
+    // Every entry: refuse after a sticky error, make the device current, and on a device error
+    // check whether the context survived (a sticky error is also returned by a stream query).
+    template <typename F>
+    auto run(F&& f) -> decltype(f()) {
+        if (!poisoned_.empty()) {
+            throw error(status::device, "cuda: device unusable after an earlier error: " +
+                                            poisoned_);
+        }
+        try {
+            ctx_.activate();
+            return f();
+        } catch (const error& e) {
+            if ((static_cast<int32_t>(e.code()) & 0xff) == static_cast<int32_t>(status::device)) {
+                const cudaError_t q = cudaStreamQuery(ctx_.stream_if_created());
+                if (q != cudaSuccess && q != cudaErrorNotReady) poisoned_ = e.what();
+            }
+            throw;
+        }
+    }
+
+    cuda::cuda_ctx ctx_;
+    std::string name_;
+    std::string poisoned_;  // first sticky error's message; empty while healthy
+};
+
+}  // namespace
+
+int cuda_device_count() noexcept {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();  // no driver / no device: not an error the next call should see
+        return 0;
+    }
+    return n;
+}
+
+std::unique_ptr<backend> create_cuda_backend(int device) {
+    const int n = cuda_device_count();
+    if (device < 0 || device >= n) {
+        throw error(status::device, fmt("cuda: no device %d (%d present)", device, n));
+    }
+    CBL_CUDA_CHECK(cudaSetDevice(device));
+    return std::make_unique<backend_cuda>(device);
+}
+
+}  // namespace cacheblend

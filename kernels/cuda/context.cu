@@ -1,0 +1,63 @@
+#include "kernels/cuda/context.cuh"
+
+#include "kernels/cuda/gemm.cuh"
+
+namespace cacheblend {
+namespace cuda {
+
+cuda_ctx::cuda_ctx(int device) : device_(device) {}
+
+// Members are destroyed in reverse order; the stream must outlive the stream-ordered frees of the
+// buffers, so wait for it first and let the buffers go before the stream.
+cuda_ctx::~cuda_ctx() {
+    if (stream_.get()) {
+        cudaSetDevice(device_);
+        cudaStreamSynchronize(stream_.get());
+    }
+    plans_.reset();
+    for (device_buffer& b : scratch_) b.reset();
+    workspace_.reset();
+    if (stream_.get()) cudaStreamSynchronize(stream_.get());
+}
+
+void cuda_ctx::activate() const { CBL_CUDA_CHECK(cudaSetDevice(device_)); }
+
+cudaStream_t cuda_ctx::stream() {
+    if (!stream_.get()) stream_ = cuda_stream(0);
+    return stream_.get();
+}
+
+cublasLtHandle_t cuda_ctx::cublaslt() {
+    if (!lt_.get()) lt_ = cublaslt_handle(0);
+    return lt_.get();
+}
+
+void* cuda_ctx::workspace() {
+    if (!workspace_.get()) workspace_ = device_buffer(k_workspace_bytes, stream());
+    return workspace_.get();
+}
+
+gemm_plan_cache& cuda_ctx::plans() {
+    if (!plans_) plans_ = std::make_unique<gemm_plan_cache>();
+    return *plans_;
+}
+
+void* cuda_ctx::scratch(int slot, size_t bytes) {
+    if (slot < 0 || slot >= k_scratch_slots) {
+        throw error(status::internal, fmt("cuda: scratch slot %d out of range", slot));
+    }
+    device_buffer& b = scratch_[slot];
+    if (b.size() < bytes) {
+        // Grow by at least half again so a slowly growing batch does not reallocate every call.
+        const size_t want = bytes > b.size() + b.size() / 2 ? bytes : b.size() + b.size() / 2;
+        b = device_buffer(want, stream());  // the old block is freed in stream order
+    }
+    return b.get();
+}
+
+void cuda_ctx::synchronize() {
+    if (stream_.get()) CBL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+}
+
+}  // namespace cuda
+}  // namespace cacheblend

@@ -1,0 +1,66 @@
+// Per-device state of the CUDA backend (STYLE.md §8): the stream every op runs on, a scratch
+// pool, the cuBLASLt handle with its workspace, and the GEMM plan cache. Everything is created on
+// first use, so a backend that is constructed but never used costs no device memory. Kernels
+// never create handles: launchers take a cuda_ctx&.
+//
+// Not thread-safe: a backend (and so its context) serves one session at a time (STYLE.md §7).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "kernels/cuda/common.cuh"
+
+namespace cacheblend {
+namespace cuda {
+
+class gemm_plan_cache;  // gemm.cuh
+
+class cuda_ctx {
+public:
+    explicit cuda_ctx(int device);
+    ~cuda_ctx();
+    cuda_ctx(const cuda_ctx&) = delete;
+    cuda_ctx& operator=(const cuda_ctx&) = delete;
+
+    int device() const noexcept { return device_; }
+    // Makes this context's device current on the calling thread; every backend entry calls it.
+    void activate() const;
+
+    cudaStream_t stream();
+    // The stream if one was created, else nullptr (the legacy stream): for error probes that
+    // must not create anything.
+    cudaStream_t stream_if_created() const noexcept { return stream_.get(); }
+    cublasLtHandle_t cublaslt();
+    // cuBLASLt workspace (k_workspace_bytes), allocated on first use.
+    void* workspace();
+    size_t workspace_bytes() const noexcept { return k_workspace_bytes; }
+    gemm_plan_cache& plans();
+
+    // Scratch slot `slot` with at least `bytes`; its contents are undefined. Grow-only and
+    // stream-ordered: a pointer stays valid until the same slot is asked for more bytes. Each op
+    // uses its own slot numbers (scratch_slot) so two live scratch regions never alias.
+    void* scratch(int slot, size_t bytes);
+
+    void synchronize();
+
+    static constexpr size_t k_workspace_bytes = size_t(32) << 20;  // cuBLASLt's Hopper advice
+
+private:
+    int device_;
+    cuda_stream stream_;
+    cublaslt_handle lt_;
+    device_buffer workspace_;
+    static constexpr int k_scratch_slots = 4;
+    device_buffer scratch_[k_scratch_slots];
+    std::unique_ptr<gemm_plan_cache> plans_;
+};
+
+// Scratch slot numbers, one per concurrently live scratch region of an op.
+enum scratch_slot : int {
+    scratch_w_f16 = 0,  // dequantized weight panel (matmul)
+    scratch_x_f16 = 1,  // activations converted to f16 (matmul)
+};
+
+}  // namespace cuda
+}  // namespace cacheblend

@@ -1,0 +1,27 @@
+// The CUDA backend's one switch (STYLE.md §8): weight dtype -> kernel instantiation, and the
+// matmul path by batch size (quantized GEMV for decode, dequantize + cuBLASLt GEMM for prefill).
+// Row-wise ops have a single kernel each and are called directly by backend-cuda.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/context.cuh"
+
+namespace cacheblend {
+namespace cuda {
+
+// Whether matmul / get_rows run on weights of this type.
+bool cbl_cuda_supports_weight(dtype t);
+
+// y[m x w.rows] = x[m x w.cols] * w^T (+ bias): semantics of kernels/cpu/ops.h matmul, device
+// pointers throughout (w.data, x, y, bias).
+void cbl_cuda_matmul(cuda_ctx& ctx, const weight_view& w, const float* x, int64_t m, int64_t ldx,
+                     float* y, int64_t ldy, const float* bias);
+
+// Row i of y = dequantized row ids[i] of w (zeros for an id outside w), ids in device memory.
+void cbl_cuda_get_rows(cuda_ctx& ctx, const weight_view& w, const int32_t* ids, int64_t m,
+                       float* y, int64_t ldy);
+
+}  // namespace cuda
+}  // namespace cacheblend

@@ -1,0 +1,53 @@
+#include "kernels/cuda/gemv.cuh"
+
+#include "kernels/cuda/weight-types.cuh"
+
+namespace cacheblend {
+namespace cuda {
+namespace {
+
+constexpr int k_warps = 4;  // output rows per block
+
+// One warp per weight row: lane l takes columns l, l + 32, ... so the 32 lanes read one 32-element
+// block together (its scale is one broadcast load), then a shuffle reduction per activation row.
+template <typename T>
+__global__ void gemv_kernel(gemv_args a) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = int64_t(blockIdx.x) * k_warps + (threadIdx.x >> 5);
+    if (r >= a.n) return;
+    const uint8_t* row = a.w + r * a.row_bytes;
+    float acc[k_gemv_max_rows] = {};
+    for (int64_t c = lane; c < a.k; c += 32) {
+        const float wv = hd::dequant_at<T>(row, c);
+#pragma unroll
+        for (int i = 0; i < k_gemv_max_rows; ++i) {
+            if (i < a.m) acc[i] = fmaf(wv, a.x[i * a.ldx + c], acc[i]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < k_gemv_max_rows; ++i) {
+        float s = acc[i];
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0 && i < a.m) a.y[i * a.ldy + r] = a.bias ? s + a.bias[r] : s;
+    }
+}
+
+}  // namespace
+
+template <typename T>
+void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a) {
+    if (a.n <= 0 || a.m <= 0) return;
+    if (a.m > k_gemv_max_rows) {
+        throw error(status::internal, fmt("cuda gemv: %d rows (max %d)", a.m, k_gemv_max_rows));
+    }
+    const unsigned blocks = grid_1d(a.n, k_warps);
+    gemv_kernel<T><<<blocks, k_warps * 32, 0, ctx.stream()>>>(a);
+    CBL_CUDA_LAUNCH_CHECK();
+}
+
+#define CBL_INSTANTIATE(T) template void cbl_cuda_gemv<T>(cuda_ctx&, const gemv_args&);
+CBL_CUDA_FOR_EACH_WEIGHT_TYPE(CBL_INSTANTIATE)
+#undef CBL_INSTANTIATE
+
+}  // namespace cuda
+}  // namespace cacheblend

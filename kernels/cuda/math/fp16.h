@@ -1,0 +1,58 @@
+// binary16 / bfloat16 <-> binary32 for the CUDA kernels, bit for bit the CPU's conversions
+// (kernels/cpu/fp16.h): the KV cache written on a GPU must hold the bytes the CPU would write, so
+// KV files stay interchangeable between backends. Integer code only, so no device intrinsic
+// (whose NaN payloads differ) is involved.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/math/hd.h"
+
+namespace cacheblend {
+namespace hd {
+
+// Exact binary16 -> binary32 (ggml's bit trick: subnormals, inf and NaN included). The multiply
+// by 2^-112 and the subtraction of 0.5 are exact, so host and device agree.
+CBL_HD inline float h2f(uint16_t h) {
+    const uint32_t w = static_cast<uint32_t>(h) << 16;
+    const uint32_t sign = w & 0x80000000u;
+    const uint32_t two_w = w + w;
+    const float normalized = mul_rn(bits_to_f32((two_w >> 4) + (0xe0u << 23)), 0x1.0p-112f);
+    const float denormalized = add_rn(bits_to_f32((two_w >> 17) | (126u << 23)), -0.5f);
+    const uint32_t bits = f32_to_bits(two_w < (1u << 27) ? denormalized : normalized);
+    return bits_to_f32(bits | sign);
+}
+
+// binary32 -> binary16, round to nearest even; NaN stays NaN and quiet with its top payload bits
+// (as x86's vcvtps2ph, which the CPU row conversions use).
+CBL_HD inline uint16_t f2h(float f) {
+    uint32_t x = f32_to_bits(f);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    x &= 0x7fffffffu;
+    if (x >= 0x7f800000u) {
+        if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
+        return static_cast<uint16_t>(sign | 0x7c00u);
+    }
+    if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 -> inf
+    if (x < 0x38800000u) {
+        // Below 2^-14: a half subnormal, q = f / 2^-24 rounded to nearest even.
+        const int e = static_cast<int>(x >> 23);
+        const int shift = 126 - e;
+        if (shift > 24) return static_cast<uint16_t>(sign);
+        const uint32_t m = (x & 0x7fffffu) | 0x800000u;
+        uint32_t q = m >> shift;
+        const uint32_t rem = m & ((1u << shift) - 1);
+        const uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return static_cast<uint16_t>(sign | q);
+    }
+    uint32_t h = (x - 0x38000000u) >> 13;  // rebias the exponent from 127 to 15
+    const uint32_t rem = x & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;  // a carry into the exponent is right
+    return static_cast<uint16_t>(sign | h);
+}
+
+CBL_HD inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+
+}  // namespace hd
+}  // namespace cacheblend

@@ -1,0 +1,72 @@
+#include "kernels/cuda/rope.cuh"
+
+#include "kernels/cuda/math/rope.h"
+
+namespace cacheblend {
+namespace cuda {
+namespace {
+
+constexpr int k_threads = 256;
+constexpr int64_t k_max_blocks = int64_t(1) << 20;
+
+hd::rope_consts make_consts(const rope_params& p, int head_dim) {
+    return hd::rope_make_consts(p.style == rope_style::neox, p.n_dims, p.freq_base, p.freq_scale,
+                                p.freq_factors, head_dim);
+}
+
+// One thread per (row, head, rotated pair).
+__global__ void rope_kernel(rope_args a, hd::rope_consts k) {
+    const int64_t total = a.m * a.n_head * k.n_rot;
+    for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+         idx += int64_t(gridDim.x) * blockDim.x) {
+        const int i = static_cast<int>(idx % k.n_rot);
+        const int64_t rh = idx / k.n_rot;
+        const int h = static_cast<int>(rh % a.n_head);
+        const int64_t r = rh / a.n_head;
+        hd::rope_pair(a.x + r * a.ldx + int64_t(h) * a.head_dim, k, a.pos[r], i);
+    }
+}
+
+// One thread per (row, KV head, dim pair).
+__global__ void relocate_kernel(relocate_args a, hd::rope_consts k) {
+    const int n_pairs = (a.head_dim + 1) / 2;
+    const int64_t total = a.n * a.n_kv_head * n_pairs;
+    for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+         idx += int64_t(gridDim.x) * blockDim.x) {
+        const int p = static_cast<int>(idx % n_pairs);
+        const int64_t rh = idx / n_pairs;
+        const int h = static_cast<int>(rh % a.n_kv_head);
+        const int64_t r = rh / a.n_kv_head;
+        const int32_t pos = a.pos[r];
+        const int64_t src = r * a.ld_src + int64_t(h) * a.head_dim;
+        const int64_t dst = int64_t(pos) * a.ld_cache + int64_t(h) * a.head_dim;
+        hd::relocate_pair(a.k_src + src, a.v_src + src, a.k_cache + dst, a.v_cache + dst,
+                          a.head_dim, k, pos, p);
+    }
+}
+
+unsigned blocks_for(int64_t total) {
+    const int64_t b = (total + k_threads - 1) / k_threads;
+    return unsigned(b < k_max_blocks ? b : k_max_blocks);
+}
+
+}  // namespace
+
+void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a) {
+    if (a.m <= 0 || a.n_head <= 0) return;
+    const hd::rope_consts k = make_consts(a.p, a.head_dim);
+    if (k.n_rot == 0) return;  // the CPU leaves x untouched too
+    rope_kernel<<<blocks_for(a.m * a.n_head * k.n_rot), k_threads, 0, ctx.stream()>>>(a, k);
+    CBL_CUDA_LAUNCH_CHECK();
+}
+
+void cbl_cuda_relocate_kv(cuda_ctx& ctx, const relocate_args& a) {
+    if (a.n <= 0 || a.n_kv_head <= 0 || a.head_dim <= 0) return;
+    const hd::rope_consts k = make_consts(a.p, a.head_dim);
+    const int64_t total = a.n * a.n_kv_head * ((a.head_dim + 1) / 2);
+    relocate_kernel<<<blocks_for(total), k_threads, 0, ctx.stream()>>>(a, k);
+    CBL_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace cuda
+}  // namespace cacheblend

@@ -1,0 +1,41 @@
+// RoPE on device rows (queries and keys in place) and the relocation of cached chunk KV: keys
+// are stored before RoPE (DESIGN.md §4), so placing a chunk at new positions is one rotation.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/context.cuh"
+
+namespace cacheblend {
+namespace cuda {
+
+// x[m][n_head][head_dim] (row stride ldx floats) rotated in place at positions pos[m] (device).
+// p.freq_factors, when set, is device memory (n_dims / 2 floats), like every op pointer.
+struct rope_args {
+    float* x = nullptr;
+    int64_t m = 0, ldx = 0;
+    int n_head = 0, head_dim = 0;
+    const int32_t* pos = nullptr;
+    rope_params p;
+};
+
+void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a);
+
+// Row i: K (f16, pre-RoPE) rotated to pos[i] -> k_cache[pos[i]], V copied -> v_cache[pos[i]].
+struct relocate_args {
+    const uint16_t* k_src = nullptr;
+    const uint16_t* v_src = nullptr;
+    int64_t n = 0, ld_src = 0;
+    const int32_t* pos = nullptr;
+    int n_kv_head = 0, head_dim = 0;
+    rope_params p;
+    uint16_t* k_cache = nullptr;
+    uint16_t* v_cache = nullptr;
+    int64_t ld_cache = 0;
+};
+
+void cbl_cuda_relocate_kv(cuda_ctx& ctx, const relocate_args& a);
+
+}  // namespace cuda
+}  // namespace cacheblend

@@ -1,0 +1,431 @@
+// Every op of core/backend.h on every available non-CPU backend against the CPU backend, with a
+// per-op NMSE tolerance (llama.cpp's test-backend-ops idea; STYLE.md §12). Inputs are uploaded
+// to each backend's own memory, the op runs there, and the whole output buffers (padding
+// included, so writes outside the rows are caught) come back to be compared.
+//
+// Without a GPU (or in a build without CBL_CUDA) there is nothing to compare: the test exits 77,
+// which ctest reports as skipped. CBL_BACKEND_OPS_SELFTEST=1 compares only a 3-thread CPU
+// backend, so the harness itself runs in every build (ctest: test_backend_ops_selftest).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/quants.h"
+#include "kernels/dtype.h"
+#if CBL_WITH_CUDA
+#include "kernels/cuda/backend-cuda.h"
+#endif
+
+namespace cb = cacheblend;
+using cb::dtype;
+
+namespace {
+
+struct candidate {
+    std::string name;
+    std::function<std::unique_ptr<cb::backend>()> make;
+};
+
+std::vector<candidate>& candidates() {
+    static std::vector<candidate> v;
+    return v;
+}
+
+// Fills candidates(); returns why there are none when it stays empty.
+std::string find_candidates() {
+    const char* self = std::getenv("CBL_BACKEND_OPS_SELFTEST");
+    if (self && std::string(self) == "1") {
+        candidates().push_back({"cpu (3 threads, self-test)", [] {
+                                    return cb::create_cpu_backend(3);
+                                }});
+        return "";
+    }
+#if CBL_WITH_CUDA
+    const int n = cb::cuda_device_count();
+    for (int d = 0; d < n; ++d) {
+        candidates().push_back({"cuda:" + std::to_string(d), [d] {
+                                    return cb::create_cuda_backend(d);
+                                }});
+    }
+    return "built with CUDA, but no CUDA device (or driver) is present";
+#else
+    return "built without the CUDA backend (CBL_CUDA=OFF)";
+#endif
+}
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+std::vector<uint16_t> to_f16(const std::vector<float>& v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = cb::fp32_to_fp16(v[i]);
+    return h;
+}
+
+std::vector<float> from_f16(const std::vector<uint16_t>& h) {
+    std::vector<float> v(h.size());
+    for (size_t i = 0; i < h.size(); ++i) v[i] = cb::fp16_to_fp32(h[i]);
+    return v;
+}
+
+// A backend buffer holding a copy of host data.
+template <typename T>
+cb::backend_buffer put(cb::backend& be, const std::vector<T>& v) {
+    const size_t bytes = v.size() * sizeof(T);
+    cb::backend_buffer b(be, bytes ? bytes : 1);
+    if (bytes) be.upload(b.as<void>(), v.data(), bytes);
+    return b;
+}
+
+template <typename T>
+std::vector<T> get(cb::backend& be, const cb::backend_buffer& b, size_t n) {
+    std::vector<T> v(n);
+    be.synchronize();
+    if (n) be.download(v.data(), b.as<void>(), n * sizeof(T));
+    return v;
+}
+
+// Normalized mean squared error of got against ref; infinite when NaN or inf placement differs.
+double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
+    if (ref.size() != got.size()) return INFINITY;
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        if (!std::isfinite(ref[i]) || !std::isfinite(got[i])) {
+            if (std::isnan(ref[i]) != std::isnan(got[i])) return INFINITY;
+            if (!std::isnan(ref[i]) && ref[i] != got[i]) return INFINITY;
+            continue;
+        }
+        const double e = double(got[i]) - double(ref[i]);
+        num += e * e;
+        den += double(ref[i]) * double(ref[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+// One op invocation: run() sets up inputs on the given backend, runs the op and returns its
+// output buffers as floats (f16 outputs converted).
+struct op_case {
+    std::string name;
+    double max_nmse;
+    std::function<std::vector<std::vector<float>>(cb::backend&)> run;
+};
+
+void check(const op_case& c) {
+    SCOPED_TRACE(c.name);
+    std::unique_ptr<cb::backend> cpu = cb::create_cpu_backend(2);
+    const std::vector<std::vector<float>> ref = c.run(*cpu);
+    for (const candidate& cand : candidates()) {
+        std::unique_ptr<cb::backend> be = cand.make();
+        const std::vector<std::vector<float>> got = c.run(*be);
+        ASSERT_EQ(ref.size(), got.size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const double err = nmse(ref[i], got[i]);
+            EXPECT_LE(err, c.max_nmse) << cand.name << ": " << c.name << " output " << i;
+        }
+    }
+}
+
+// Per-op tolerances (NMSE). Exact ops still get a little room for reordered float sums.
+constexpr double k_nmse_exact = 1e-12;
+constexpr double k_nmse_row = 1e-10;      // rms_norm, rope, swiglu, kv_deviation
+constexpr double k_nmse_matmul = 5e-4;    // f16 GEMM vs int8 GEMV / f32 GEMM (ggml's bound)
+constexpr double k_nmse_attention = 5e-4; // ggml's CPU path rounds Q and the accumulator to f16
+constexpr double k_nmse_relocate = 1e-7;  // cosf may move a K value across an f16 rounding edge
+
+// Quantized weight rows of `type` (quantize_row of random data) as raw bytes.
+std::vector<uint8_t> make_weights(dtype type, int64_t rows, int64_t cols, uint32_t seed) {
+    const size_t rb = cb::dtype_row_bytes(type, cols);
+    std::vector<uint8_t> data(rb * rows);
+    const std::vector<float> src = random_vec(size_t(rows * cols), seed);
+    for (int64_t r = 0; r < rows; ++r) cb::quantize_row(type, &src[r * cols], &data[r * rb], cols);
+    return data;
+}
+
+cb::weight_view view_of(dtype type, const cb::backend_buffer& b, int64_t rows, int64_t cols) {
+    cb::weight_view w;
+    w.type = type;
+    w.data = b.as<void>();
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = cb::dtype_row_bytes(type, cols);
+    return w;
+}
+
+const dtype k_weight_types[] = {dtype::f32,  dtype::f16,  dtype::bf16, dtype::q4_0,
+                                dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q8_0};
+
+std::string shape(const char* op, dtype t, int64_t a, int64_t b, int64_t c) {
+    return std::string(op) + " " + cb::dtype_name(t) + " " + std::to_string(a) + "x" +
+           std::to_string(b) + "x" + std::to_string(c);
+}
+
+}  // namespace
+
+TEST(BackendOps, Matmul) {
+    for (dtype t : k_weight_types) {
+        for (int64_t m : {1, 2, 4, 5, 33, 130}) {
+            for (bool bias : {false, true}) {
+                const int64_t n = 96, k = 256, ldx = k + 3, ldy = n + 5;
+                const std::vector<uint8_t> w = make_weights(t, n, k, 1);
+                const std::vector<float> x = random_vec(size_t(m * ldx), 2);
+                const std::vector<float> bv = random_vec(size_t(n), 3);
+                const std::vector<float> y0(size_t(m * ldy), 7.f);
+                check({shape("matmul", t, m, n, k) + (bias ? " +bias" : ""), k_nmse_matmul,
+                       [&](cb::backend& be) {
+                           cb::backend_buffer wb = put(be, w), xb = put(be, x), bb = put(be, bv),
+                                              yb = put(be, y0);
+                           be.matmul(view_of(t, wb, n, k), xb.as<float>(), m, ldx, yb.as<float>(),
+                                     ldy, bias ? bb.as<float>() : nullptr);
+                           return std::vector<std::vector<float>>{get<float>(be, yb, y0.size())};
+                       }});
+            }
+        }
+    }
+}
+
+TEST(BackendOps, GetRows) {
+    for (dtype t : k_weight_types) {
+        const int64_t rows = 50, cols = 128, ldy = cols + 4;
+        const std::vector<uint8_t> w = make_weights(t, rows, cols, 4);
+        const std::vector<int32_t> ids = {0, 49, 7, 7, 13, -1, 50, 1000};  // outside: zero rows
+        const std::vector<float> y0(ids.size() * ldy, 7.f);
+        check({shape("get_rows", t, int64_t(ids.size()), rows, cols), k_nmse_exact,
+               [&](cb::backend& be) {
+                   cb::backend_buffer wb = put(be, w), ib = put(be, ids), yb = put(be, y0);
+                   be.get_rows(view_of(t, wb, rows, cols), ib.as<int32_t>(), int64_t(ids.size()),
+                               yb.as<float>(), ldy);
+                   return std::vector<std::vector<float>>{get<float>(be, yb, y0.size())};
+               }});
+    }
+}
+
+TEST(BackendOps, RmsNorm) {
+    for (int64_t n : {7, 576, 2048}) {
+        for (bool in_place : {false, true}) {
+            const int64_t m = 9, ld = n + 3;
+            const std::vector<float> x = random_vec(size_t(m * ld), 5, -4.f, 4.f);
+            const std::vector<float> g = random_vec(size_t(n), 6, 0.5f, 1.5f);
+            const std::vector<float> y0(size_t(m * ld), 7.f);
+            check({"rms_norm n=" + std::to_string(n) + (in_place ? " in place" : ""), k_nmse_row,
+                   [&](cb::backend& be) {
+                       cb::backend_buffer xb = put(be, x), gb = put(be, g), yb = put(be, y0);
+                       float* y = in_place ? xb.as<float>() : yb.as<float>();
+                       be.rms_norm(xb.as<float>(), m, n, ld, gb.as<float>(), 1e-5f, y, ld);
+                       return std::vector<std::vector<float>>{
+                           get<float>(be, in_place ? xb : yb, x.size())};
+                   }});
+        }
+    }
+}
+
+namespace {
+
+struct rope_case {
+    cb::rope_style style;
+    int head_dim, n_dims;
+    float base, scale;
+    bool factors;
+};
+
+const rope_case k_rope_cases[] = {
+    {cb::rope_style::norm, 64, 64, 100000.f, 1.f, false},   // SmolLM2 (GGUF llama)
+    {cb::rope_style::norm, 128, 128, 500000.f, 1.f, true},  // Llama 3 with rope_freqs
+    {cb::rope_style::neox, 64, 64, 1000000.f, 1.f, false},  // qwen2
+    {cb::rope_style::neox, 96, 64, 10000.f, 0.25f, false},  // partial rotation, linear scaling
+};
+
+std::string rope_name(const char* op, const rope_case& rc) {
+    return std::string(op) + (rc.style == cb::rope_style::neox ? " neox" : " norm") +
+           " head_dim=" + std::to_string(rc.head_dim) + " n_dims=" + std::to_string(rc.n_dims) +
+           (rc.factors ? " +freq_factors" : "");
+}
+
+cb::rope_params params_of(const rope_case& rc, const float* factors) {
+    cb::rope_params p;
+    p.style = rc.style;
+    p.n_dims = rc.n_dims;
+    p.freq_base = rc.base;
+    p.freq_scale = rc.scale;
+    p.freq_factors = rc.factors ? factors : nullptr;
+    return p;
+}
+
+}  // namespace
+
+TEST(BackendOps, Rope) {
+    const std::vector<int32_t> pos = {0, 1, 2, 17, 511, 3000, 4095, 70000};
+    const int n_head = 3;
+    for (const rope_case& rc : k_rope_cases) {
+        const int64_t m = int64_t(pos.size()), ld = int64_t(n_head) * rc.head_dim + 5;
+        const std::vector<float> x = random_vec(size_t(m * ld), 7, -2.f, 2.f);
+        const std::vector<float> ff = random_vec(size_t(rc.n_dims / 2), 8, 1.f, 8.f);
+        check({rope_name("rope", rc), k_nmse_row, [&](cb::backend& be) {
+                   cb::backend_buffer xb = put(be, x), pb = put(be, pos), fb = put(be, ff);
+                   be.rope(xb.as<float>(), m, ld, n_head, rc.head_dim, pb.as<int32_t>(),
+                           params_of(rc, fb.as<float>()));
+                   return std::vector<std::vector<float>>{get<float>(be, xb, x.size())};
+               }});
+    }
+}
+
+TEST(BackendOps, RelocateKv) {
+    const int n_kv_head = 3;
+    for (const rope_case& rc : k_rope_cases) {
+        const int64_t width = int64_t(n_kv_head) * rc.head_dim, ld_src = width + 2;
+        const int64_t n = 20, n_ctx = 128, ld_cache = width + 4;
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(6 * i + 5);
+        const std::vector<uint16_t> k = to_f16(random_vec(size_t(n * ld_src), 9, -3.f, 3.f));
+        const std::vector<uint16_t> v = to_f16(random_vec(size_t(n * ld_src), 10, -3.f, 3.f));
+        const std::vector<uint16_t> c0(size_t(n_ctx * ld_cache), cb::fp32_to_fp16(0.5f));
+        const std::vector<float> ff = random_vec(size_t(rc.n_dims / 2), 8, 1.f, 8.f);
+        check({rope_name("relocate_kv", rc), k_nmse_relocate, [&](cb::backend& be) {
+                   cb::backend_buffer kb = put(be, k), vb = put(be, v), pb = put(be, pos),
+                                      fb = put(be, ff), kc = put(be, c0), vc = put(be, c0);
+                   be.relocate_kv(kb.as<uint16_t>(), vb.as<uint16_t>(), n, ld_src,
+                                  pb.as<int32_t>(), n_kv_head, rc.head_dim,
+                                  params_of(rc, fb.as<float>()), kc.as<uint16_t>(),
+                                  vc.as<uint16_t>(), ld_cache);
+                   return std::vector<std::vector<float>>{
+                       from_f16(get<uint16_t>(be, kc, c0.size())),
+                       from_f16(get<uint16_t>(be, vc, c0.size()))};
+               }});
+    }
+}
+
+TEST(BackendOps, StoreRowsF16) {
+    const int64_t m = 11, n = 192, ldsrc = n + 1, n_ctx = 64, ld_cache = n + 8;
+    std::vector<float> src = random_vec(size_t(m * ldsrc), 11, -70000.f, 70000.f);
+    src[3] = 1e-6f;  // half subnormal
+    src[4] = 65520.f;  // rounds to inf
+    std::vector<int32_t> pos(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) pos[size_t(i)] = int32_t((i * 37) % n_ctx);
+    const std::vector<uint16_t> c0(size_t(n_ctx * ld_cache), 0x3c00);
+    check({"store_rows_f16", 0.0, [&](cb::backend& be) {
+               cb::backend_buffer sb = put(be, src), pb = put(be, pos), cb_ = put(be, c0);
+               be.store_rows_f16(sb.as<float>(), m, n, ldsrc, pb.as<int32_t>(),
+                                 cb_.as<uint16_t>(), ld_cache);
+               return std::vector<std::vector<float>>{
+                   from_f16(get<uint16_t>(be, cb_, c0.size()))};
+           }});
+}
+
+TEST(BackendOps, Attention) {
+    struct attn_case {
+        int n_head, n_kv_head, head_dim;
+        int64_t n_keys;
+        std::vector<int32_t> q_pos;
+    };
+    std::vector<int32_t> prefill(200);
+    for (size_t i = 0; i < prefill.size(); ++i) prefill[i] = int32_t(i);
+    std::vector<int32_t> selected;  // blend: scattered recomputed rows, then the question
+    for (int32_t p = 3; p < 300; p += 7) selected.push_back(p);
+    for (int32_t p = 300; p < 320; ++p) selected.push_back(p);
+    const attn_case cases[] = {
+        {9, 3, 64, 200, prefill},     // SmolLM2 shape, full prefill
+        {9, 3, 64, 320, selected},    // CacheBlend selected rows, causal by absolute position
+        {9, 3, 64, 1000, {999}},      // decode
+        {4, 4, 128, 50, {0, 10, 49, 60, -1}},  // MHA; past the keys; no visible key
+        {8, 1, 80, 130, {5, 129}},    // MQA, head_dim not a multiple of 32
+    };
+    for (const attn_case& ac : cases) {
+        const int64_t n_q = int64_t(ac.q_pos.size());
+        const int64_t q_ld = int64_t(ac.n_head) * ac.head_dim + 3;
+        const int64_t kv_ld = int64_t(ac.n_kv_head) * ac.head_dim + 2;
+        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 12, -4.f, 4.f);
+        const std::vector<uint16_t> k =
+            to_f16(random_vec(size_t(ac.n_keys * kv_ld), 13, -2.f, 2.f));
+        const std::vector<uint16_t> v = to_f16(random_vec(size_t(ac.n_keys * kv_ld), 14));
+        const std::vector<float> o0(size_t(n_q * q_ld), 7.f);
+        const std::string name = "attention heads=" + std::to_string(ac.n_head) + "/" +
+                                 std::to_string(ac.n_kv_head) + " d=" +
+                                 std::to_string(ac.head_dim) + " n_q=" + std::to_string(n_q) +
+                                 " n_keys=" + std::to_string(ac.n_keys);
+        check({name, k_nmse_attention, [&](cb::backend& be) {
+                   cb::backend_buffer qb = put(be, q), pb = put(be, ac.q_pos), kb = put(be, k),
+                                      vb = put(be, v), ob = put(be, o0);
+                   cb::attention_args a;
+                   a.q = qb.as<float>();
+                   a.n_q = n_q;
+                   a.q_stride = q_ld;
+                   a.q_pos = pb.as<int32_t>();
+                   a.k = kb.as<uint16_t>();
+                   a.v = vb.as<uint16_t>();
+                   a.kv_stride = kv_ld;
+                   a.n_keys = ac.n_keys;
+                   a.n_head = ac.n_head;
+                   a.n_kv_head = ac.n_kv_head;
+                   a.head_dim = ac.head_dim;
+                   a.scale = 1.f / std::sqrt(float(ac.head_dim));
+                   a.out = ob.as<float>();
+                   a.out_stride = q_ld;
+                   be.attention(a);
+                   return std::vector<std::vector<float>>{get<float>(be, ob, o0.size())};
+               }});
+    }
+}
+
+TEST(BackendOps, SwigluAndAddRows) {
+    const int64_t m = 13, n = 1536, ld = n + 3;
+    const std::vector<float> gate = random_vec(size_t(m * ld), 15, -10.f, 10.f);
+    const std::vector<float> up = random_vec(size_t(m * ld), 16, -3.f, 3.f);
+    const std::vector<float> o0(size_t(m * ld), 7.f);
+    check({"swiglu", k_nmse_row, [&](cb::backend& be) {
+               cb::backend_buffer gb = put(be, gate), ub = put(be, up), ob = put(be, o0);
+               be.swiglu(gb.as<float>(), ub.as<float>(), m, n, ld, ob.as<float>());
+               return std::vector<std::vector<float>>{get<float>(be, ob, o0.size())};
+           }});
+    check({"swiglu in place", k_nmse_row, [&](cb::backend& be) {
+               cb::backend_buffer gb = put(be, gate), ub = put(be, up);
+               be.swiglu(gb.as<float>(), ub.as<float>(), m, n, ld, gb.as<float>());
+               return std::vector<std::vector<float>>{get<float>(be, gb, gate.size())};
+           }});
+    check({"add_rows", k_nmse_exact, [&](cb::backend& be) {
+               cb::backend_buffer yb = put(be, gate), xb = put(be, up);
+               be.add_rows(yb.as<float>(), xb.as<float>(), m, n, ld);
+               return std::vector<std::vector<float>>{get<float>(be, yb, gate.size())};
+           }});
+}
+
+TEST(BackendOps, KvDeviation) {
+    for (int64_t width : {64, 192, 1000}) {
+        const int64_t n = 300, ld_f = width + 3, ld_c = width + 5;
+        const std::vector<float> fresh = random_vec(size_t(n * ld_f), 17, -2.f, 2.f);
+        const std::vector<uint16_t> cached = to_f16(random_vec(size_t(n * ld_c), 18, -2.f, 2.f));
+        check({"kv_deviation width=" + std::to_string(width), k_nmse_row, [&](cb::backend& be) {
+                   cb::backend_buffer fb = put(be, fresh), cb_ = put(be, cached);
+                   cb::backend_buffer db(be, size_t(n) * sizeof(float));
+                   be.kv_deviation(fb.as<float>(), ld_f, cb_.as<uint16_t>(), ld_c, n, width,
+                                   db.as<float>());
+                   return std::vector<std::vector<float>>{get<float>(be, db, size_t(n))};
+               }});
+    }
+}
+
+int main(int argc, char** argv) {
+    testing::InitGoogleTest(&argc, argv);
+    const std::string why = find_candidates();
+    if (candidates().empty()) {
+        std::printf("test_backend_ops: SKIPPED: %s; no backend to compare with the CPU\n",
+                    why.c_str());
+        return 77;
+    }
+    for (const candidate& c : candidates()) std::printf("test_backend_ops: backend %s\n",
+                                                        c.name.c_str());
+    return RUN_ALL_TESTS();
+}

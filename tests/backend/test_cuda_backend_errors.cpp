@@ -1,0 +1,72 @@
+// The CUDA backend's host-side contract, which runs without a GPU: asking for a device that is not
+// there is a cacheblend::error with status::device (never an abort), and the CUDA runtime being
+// linked does not break a machine without a driver. With a GPU it also checks a memory round
+// trip and that an unsupported weight type is refused with status::unsupported.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/error.h"
+#if CBL_WITH_CUDA
+#include "kernels/cuda/backend-cuda.h"
+#endif
+
+namespace cb = cacheblend;
+
+#if CBL_WITH_CUDA
+
+namespace {
+
+cb::status status_of(int device) {
+    try {
+        cb::create_cuda_backend(device);
+    } catch (const cb::error& e) {
+        EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+        return e.code();
+    }
+    return cb::status::ok;
+}
+
+}  // namespace
+
+TEST(CudaBackend, MissingDeviceIsAStatus) {
+    const int n = cb::cuda_device_count();
+    EXPECT_GE(n, 0);
+    EXPECT_EQ(status_of(n), cb::status::device);
+    EXPECT_EQ(status_of(-1), cb::status::device);
+    if (n == 0) EXPECT_EQ(status_of(0), cb::status::device);
+}
+
+TEST(CudaBackend, RoundTripAndUnsupportedType) {
+    if (cb::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    std::unique_ptr<cb::backend> be = cb::create_cuda_backend(0);
+    EXPECT_EQ(std::string(be->name()), "cuda:0");
+    const std::vector<float> host = {1.f, -2.f, 3.5f, 1e-30f};
+    cb::backend_buffer buf(*be, host.size() * sizeof(float));
+    be->upload(buf.as<void>(), host.data(), host.size() * sizeof(float));
+    std::vector<float> back(host.size());
+    be->download(back.data(), buf.as<void>(), back.size() * sizeof(float));
+    EXPECT_EQ(back, host);
+
+    cb::weight_view w;
+    w.type = cb::dtype::q4_k;  // k-quants are not in the CUDA backend yet
+    w.data = buf.as<void>();
+    w.rows = 1;
+    w.cols = 256;
+    w.row_bytes = cb::dtype_row_bytes(w.type, w.cols);
+    try {
+        be->matmul(w, buf.as<float>(), 1, 256, buf.as<float>(), 1, nullptr);
+        ADD_FAILURE() << "q4_k matmul did not throw";
+    } catch (const cb::error& e) {
+        EXPECT_EQ(e.code(), cb::status::unsupported) << e.what();
+    }
+}
+
+#else
+
+TEST(CudaBackend, NotBuilt) { GTEST_SKIP() << "built without the CUDA backend (CBL_CUDA=OFF)"; }
+
+#endif
