@@ -738,3 +738,212 @@ func TestLoggerReceivesLibraryWarnings(t *testing.T) {
 		t.Errorf("log messages %q, want the index rebuild warning", got)
 	}
 }
+
+func TestRuntimeStatsCheckAndKVDeleted(t *testing.T) {
+	rt, _ := openRuntime(t)
+	st, err := rt.Stats()
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	if st.Documents != int64(len(docs)) || st.Chunks < st.Documents || st.KVEntries != 0 || st.KVBytes != 0 {
+		t.Errorf("stats %+v, want %d documents and no KV", st, len(docs))
+	}
+	if problems, err := rt.Check(); err != nil || problems != nil {
+		t.Errorf("Check: %v, problems %q", err, problems)
+	}
+
+	// Precomputing fills in every chunk's KV; an update drops the old chunk's KV file (its last
+	// reference went) and computes the new one's.
+	pre := &cacheblend.IngestOptions{PrecomputeKV: true}
+	rep, err := rt.IngestText(context.Background(), "mem://tide", "The tide rises twice a day.", pre)
+	if err != nil || rep.Added != 1 || rep.KVComputed != st.Chunks+1 || rep.KVDeleted != 0 {
+		t.Fatalf("IngestText with PrecomputeKV: %v, %+v, want KVComputed %d", err, rep, st.Chunks+1)
+	}
+	if st, err = rt.Stats(); err != nil || st.Documents != 4 || st.KVEntries != st.Chunks || st.KVBytes == 0 {
+		t.Errorf("stats after the precompute: %v, %+v, want a KV entry per chunk", err, st)
+	}
+	rep, err = rt.IngestText(context.Background(), "mem://tide", "The tide falls twice a day, too.", pre)
+	if err != nil || rep.Updated != 1 || rep.KVDeleted != 1 || rep.KVComputed != 1 {
+		t.Errorf("update: %v, %+v, want Updated, KVDeleted and KVComputed 1", err, rep)
+	}
+	if after, err := rt.Stats(); err != nil || after.Documents != 4 || after.KVEntries != st.KVEntries {
+		t.Errorf("stats after the update: %v, %+v, want %d KV entries", err, after, st.KVEntries)
+	}
+	if problems, err := rt.Check(); err != nil || len(problems) != 0 {
+		t.Errorf("Check after the update: %v, problems %q", err, problems)
+	}
+
+	rt.Close()
+	if _, err := rt.Stats(); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Stats after Close: %v", err)
+	}
+	if _, err := rt.Check(); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Check after Close: %v", err)
+	}
+}
+
+func TestIngestNoticesReachProgress(t *testing.T) {
+	model := modelPath(t)
+	dir := t.TempDir()
+	rt, err := cacheblend.Open(&cacheblend.RuntimeOptions{ModelPath: model, DataDir: filepath.Join(dir, "data"),
+		Threads: 2, NoEmbedder: true})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer rt.Close()
+	folder := filepath.Join(dir, "docs")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(folder, "a.txt"), []byte("Lighthouses guide ships.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var notices []cacheblend.Progress
+	_, err = rt.IngestPath(context.Background(), folder, &cacheblend.IngestOptions{Progress: func(p cacheblend.Progress) bool {
+		if p.Phase == "notice" {
+			notices = append(notices, p)
+		}
+		return true
+	}})
+	if err != nil {
+		t.Fatalf("IngestPath: %v", err)
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0].Message, "BM25") || notices[0].Done != 1 || notices[0].Total != 1 {
+		t.Errorf("notices %+v, want the BM25-only notice", notices)
+	}
+}
+
+func TestPlainPrefillWithoutAStore(t *testing.T) {
+	modelPath(t) // skips without the model; LoadModel("") finds the same file
+	m, err := cacheblend.LoadModel("")
+	if err != nil {
+		t.Fatalf("LoadModel(\"\"): %v", err)
+	}
+	s, err := cacheblend.SessionWith(m, nil, &cacheblend.SessionOptions{Ctx: 256, Threads: 2})
+	if err != nil {
+		t.Fatalf("SessionWith(model, nil): %v", err)
+	}
+	defer s.Close()
+	defer m.Close()
+	ctx := context.Background()
+	if ids := s.PromptTokens(); ids != nil {
+		t.Errorf("PromptTokens before any prefill: %v", ids)
+	}
+	if _, err := s.PrefillChunks(ctx, []string{docs[0].text}, "Which river?"); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("PrefillChunks without a store: %v, want ErrInvalidArg", err)
+	}
+
+	const prompt = "The capital of France is"
+	st, err := s.PrefillText(ctx, prompt, nil)
+	if err != nil {
+		t.Fatalf("PrefillText: %v", err)
+	}
+	ids := s.PromptTokens()
+	if st.Mode != cacheblend.ModeFull || st.PromptTokens != int64(len(ids)) || len(ids) < 4 || st.Ctx != 256 {
+		t.Errorf("stats %+v for %d prompt ids", st, len(ids))
+	}
+	if want, err := m.Tokenize(prompt, true, false); err != nil || !equalIDs(ids, want) {
+		t.Errorf("prompt ids %v, Tokenize gives %v (%v)", ids, want, err)
+	}
+	gen := &cacheblend.GenerateOptions{MaxTokens: 8, IgnoreEOG: true}
+	var during []int32
+	gen.OnToken = func(string) bool {
+		during = append(during, s.PromptTokens()...) // busy: nil
+		return true
+	}
+	ans, err := s.Generate(ctx, gen, nil)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if len(ans.Tokens) != 8 || ans.Stats.GeneratedTokens != 8 || ans.Stats.StopReason != cacheblend.StopLength {
+		t.Errorf("IgnoreEOG: %d tokens, stats %+v, want exactly 8", len(ans.Tokens), ans.Stats)
+	}
+	if len(during) != 0 {
+		t.Errorf("PromptTokens during Generate: %v, want nil", during)
+	}
+
+	// The same ids give the same greedy continuation.
+	gen.OnToken = nil
+	if _, err := s.PrefillTokens(ctx, ids); err != nil {
+		t.Fatalf("PrefillTokens: %v", err)
+	}
+	again, err := s.Generate(ctx, gen, nil)
+	if err != nil || again.Text != ans.Text {
+		t.Errorf("from the ids: %q (%v), from the text: %q", again.Text, err, ans.Text)
+	}
+
+	// The chat template wraps the text in turns; a system message adds one more.
+	if _, err := s.PrefillText(ctx, prompt, &cacheblend.PromptOptions{Chat: true}); err != nil {
+		t.Fatalf("chat PrefillText: %v", err)
+	}
+	chat := s.PromptTokens()
+	if _, err := s.PrefillText(ctx, prompt, &cacheblend.PromptOptions{Chat: true, System: "Be brief."}); err != nil {
+		t.Fatalf("chat PrefillText with a system message: %v", err)
+	}
+	system := s.PromptTokens()
+	if len(chat) <= len(ids) || len(system) <= len(chat) {
+		t.Errorf("prompt lengths: plain %d, chat %d, chat+system %d", len(ids), len(chat), len(system))
+	}
+
+	// Sampling filters reach the library: the same seed repeats, a bad top_p is refused.
+	sample := &cacheblend.GenerateOptions{MaxTokens: 6, Temperature: 0.9, Seed: 7, TopK: 20, TopP: 0.9, MinP: -1}
+	var texts []string
+	for i := 0; i < 2; i++ {
+		if _, err := s.PrefillTokens(ctx, ids); err != nil {
+			t.Fatalf("PrefillTokens: %v", err)
+		}
+		a, err := s.Generate(ctx, sample, nil)
+		if err != nil {
+			t.Fatalf("sampled Generate: %v", err)
+		}
+		texts = append(texts, a.Text)
+	}
+	if texts[0] != texts[1] {
+		t.Errorf("same seed, different samples: %q", texts)
+	}
+	if _, err := s.PrefillTokens(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Generate(ctx, &cacheblend.GenerateOptions{Temperature: 0.5, TopP: -1}, nil); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("TopP -1: %v, want ErrInvalidArg", err)
+	}
+
+	// Bad prompts.
+	if _, err := s.PrefillText(ctx, "Hi", &cacheblend.PromptOptions{System: "Be brief."}); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("System without Chat: %v, want ErrInvalidArg", err)
+	}
+	if _, err := s.PrefillTokens(ctx, nil); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("PrefillTokens(nil): %v, want ErrInvalidArg", err)
+	}
+	if _, err := s.PrefillTokens(ctx, []int32{1, 1 << 30}); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("PrefillTokens with a bad id: %v, want ErrInvalidArg", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.PrefillText(cancelled, prompt, nil); !errors.Is(err, cacheblend.ErrAborted) || !errors.Is(err, context.Canceled) {
+		t.Errorf("PrefillText with a cancelled context: %v", err)
+	}
+
+	s.Close()
+	if _, err := s.PrefillText(ctx, prompt, nil); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("PrefillText after Close: %v", err)
+	}
+	if _, err := s.PrefillTokens(ctx, ids); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("PrefillTokens after Close: %v", err)
+	}
+	if ids := s.PromptTokens(); ids != nil {
+		t.Errorf("PromptTokens after Close: %v", ids)
+	}
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

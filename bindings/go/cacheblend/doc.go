@@ -17,6 +17,14 @@
 //	defer sess.Close()
 //	ans, err := sess.Ask(ctx, "What is CacheBlend?", nil, os.Stdout)
 //
+// Without retrieval, a session prefills a whole prompt of your own, plain or in the model's chat
+// template, and generates from it; such a session needs only a model:
+//
+//	model, err := cacheblend.LoadModel("") // the default model
+//	sess, err := cacheblend.SessionWith(model, nil, nil)
+//	_, err = sess.PrefillText(ctx, "Name three rivers.", &cacheblend.PromptOptions{Chat: true})
+//	ans, err := sess.Generate(ctx, &cacheblend.GenerateOptions{MaxTokens: 32}, os.Stdout)
+//
 // Handles: Runtime, Session, Model and KVStore each own one reference to a C object and have an
 // idempotent Close. The library reference-counts, so they may be closed in any order (a session
 // keeps its runtime alive). A finalizer closes forgotten handles, but only as a safety net: close

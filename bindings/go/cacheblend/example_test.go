@@ -37,3 +37,27 @@ func Example() {
 	}
 	fmt.Printf("TTFT %v\n", ans.Stats.TTFT)
 }
+
+// Continue a chat prompt with a model alone: no runtime, no KV store.
+func ExampleSession_PrefillText() {
+	ctx := context.Background()
+	model, err := cacheblend.LoadModel("") // "" = $CBL_MODEL, else the default model
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer model.Close()
+	sess, err := cacheblend.SessionWith(model, nil, &cacheblend.SessionOptions{Ctx: 1024})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close()
+	_, err = sess.PrefillText(ctx, "Name three rivers.",
+		&cacheblend.PromptOptions{Chat: true, System: "Answer in one line."})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := sess.Generate(ctx, &cacheblend.GenerateOptions{MaxTokens: 32}, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("\n(%d prompt tokens)\n", len(sess.PromptTokens()))
+}

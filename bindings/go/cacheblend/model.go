@@ -12,7 +12,7 @@ import (
 )
 
 // Model is a loaded GGUF model: immutable weights and tokenizer (cbl_model). It is safe for
-// concurrent use. Use it with SessionWith, or to tokenize text.
+// concurrent use. Use it with SessionWith (with or without a KV store), or to tokenize text.
 type Model struct {
 	h *handle
 }
@@ -30,16 +30,18 @@ func loadModel(path string, vocabOnly bool) (*Model, error) {
 	defer cs.free()
 	var m *C.cbl_model
 	var msg *C.char
-	if err := callError(op, C.gocbl_model_load(cs.str(path), C.bool(vocabOnly), &m, &msg), msg); err != nil {
+	if err := callError(op, C.gocbl_model_load(cs.opt(path), C.bool(vocabOnly), &m, &msg), msg); err != nil {
 		return nil, err
 	}
 	return newModel(m), nil
 }
 
-// LoadModel loads a GGUF model with its weights.
+// LoadModel loads a GGUF model with its weights. An empty path loads the default model:
+// $CBL_MODEL, else the default model in the user cache (as RuntimeOptions.ModelPath does).
 func LoadModel(path string) (*Model, error) { return loadModel(path, false) }
 
-// LoadVocab loads only the tokenizer of a GGUF model (or a vocabulary-only GGUF file).
+// LoadVocab loads only the tokenizer of a GGUF model (or a vocabulary-only GGUF file); an empty
+// path means the default model, as for LoadModel.
 func LoadVocab(path string) (*Model, error) { return loadModel(path, true) }
 
 // Close drops this handle's reference; sessions using the model keep it. Idempotent; returns nil.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"unsafe"
 )
 
@@ -147,12 +148,17 @@ func (r *Runtime) Model() (*Model, error) {
 }
 
 // Progress is one progress report of an ingest call.
+//
+// Besides the work phases ("scan", "ingest", "embed", "kv", "index"), two phases report events
+// after the work, numbered Done = 1..Total: "skip", a file that could not be ingested (Current,
+// with the reason in Message), and "notice", something the caller may want to know, e.g. that
+// chunks were stored for BM25 only or that the vector index was rebuilt (in Message).
 type Progress struct {
-	Phase   string // "scan", "ingest", "embed", "kv", "index" or "skip"
+	Phase   string // "scan", "ingest", "embed", "kv", "index", "skip" or "notice"
 	Done    int64  // units of the phase done
 	Total   int64  // units of the phase in all
-	Current string // the file being worked on ("" when none)
-	Message string // phase "skip": why Current was skipped
+	Current string // the file being worked on ("" when none, and for "notice")
+	Message string // phase "skip": why Current was skipped; phase "notice": the notice
 }
 
 // IngestOptions configure IngestText and IngestPath. The zero value selects the defaults.
@@ -162,8 +168,9 @@ type IngestOptions struct {
 	Format       DocFormat // IngestText only; files go by their extension
 	ChunkTokens  int       // LLM tokens per chunk (0 = 512)
 	PrecomputeKV bool      // compute every new chunk's KV now (else on first use)
-	// Progress, when set, receives progress reports on the calling goroutine; returning false
-	// aborts the ingest (ErrAborted). It must not call back into the same runtime's ingest.
+	// Progress, when set, receives progress reports on the calling goroutine, including the
+	// "skip" and "notice" events; returning false aborts the ingest (ErrAborted). It must not
+	// call back into the same runtime's ingest.
 	Progress func(Progress) bool
 }
 
@@ -179,6 +186,7 @@ type IngestReport struct {
 	ChunksRemoved int64 // chunks removed
 	Embedded      int64 // chunks embedded for dense search
 	KVComputed    int64 // chunks whose KV was precomputed
+	KVDeleted     int64 // chunk KV files deleted because their last reference went
 }
 
 func reportFromC(r *C.cbl_ingest_report) IngestReport {
@@ -193,6 +201,7 @@ func reportFromC(r *C.cbl_ingest_report) IngestReport {
 		ChunksRemoved: int64(r.chunks_removed),
 		Embedded:      int64(r.embedded),
 		KVComputed:    int64(r.kv_computed),
+		KVDeleted:     int64(r.kv_deleted),
 	}
 }
 
@@ -285,6 +294,63 @@ func (r *Runtime) Delete(uri string) (bool, error) {
 		return false, err
 	}
 	return bool(found), nil
+}
+
+// CorpusStats are counts of a runtime's data directory (Runtime.Stats).
+type CorpusStats struct {
+	Documents int64  // documents in the catalog
+	Chunks    int64  // chunks in the catalog
+	KVEntries int64  // chunk KV files in the KV store
+	KVBytes   uint64 // bytes of those files
+}
+
+// Stats counts the documents, chunks and stored chunk KV of the runtime's data directory.
+func (r *Runtime) Stats() (CorpusStats, error) {
+	const op = "runtime stats"
+	p, err := r.acquire(op)
+	if err != nil {
+		return CorpusStats{}, err
+	}
+	defer r.h.release()
+	var st C.cbl_corpus_stats
+	var msg *C.char
+	if err := callError(op, C.gocbl_runtime_stats(p, &st, &msg), msg); err != nil {
+		return CorpusStats{}, err
+	}
+	return CorpusStats{
+		Documents: int64(st.documents),
+		Chunks:    int64(st.chunks),
+		KVEntries: int64(st.kv_entries),
+		KVBytes:   uint64(st.kv_bytes),
+	}, nil
+}
+
+// Check verifies that the catalog, the vector index and the KV store agree. It returns the
+// problems found, one per element, and none (a nil slice) when they agree; the error is for a
+// check that could not run.
+func (r *Runtime) Check() ([]string, error) {
+	const op = "runtime check"
+	p, err := r.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer r.h.release()
+	var problems, msg *C.char
+	if err := callError(op, C.gocbl_runtime_check(p, &problems, &msg), msg); err != nil {
+		return nil, err
+	}
+	if problems == nil {
+		return nil, nil
+	}
+	text := C.GoString(problems)
+	C.cbl_free(unsafe.Pointer(problems))
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	return out, nil
 }
 
 // SearchOptions configure Search. The zero value selects the defaults.

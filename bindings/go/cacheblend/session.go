@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -44,8 +45,15 @@ func (o *SessionOptions) toC() C.gocbl_session_opts {
 // into its own session, fails with an error matching ErrMisuse. Cancel and Close may be called
 // from any goroutine. A session keeps its runtime (or model and KV store) alive, so those may be
 // closed first.
+//
+// Sessions made by NewSession or SessionWith with a store prefill with CacheBlend (Ask,
+// PrefillChunks); every session also does plain prefills of a whole prompt (PrefillText,
+// PrefillTokens). Each prefill is followed by one Generate.
 type Session struct {
 	h *handle
+	// busy is set while a call runs, so that PromptTokens never reads the prompt under a
+	// running call (the library's own check covers only the calls that can fail).
+	busy atomic.Bool
 }
 
 func newSession(s *C.cbl_session) *Session {
@@ -74,26 +82,28 @@ func (r *Runtime) NewSession(opts *SessionOptions) (*Session, error) {
 }
 
 // SessionWith creates a session over a model and a KV store of your own, for apps with their own
-// retrieval: it serves PrefillChunks and Generate (Ask needs a runtime). opts may be nil. The
-// session holds its own references, so model and store may be closed right after.
+// retrieval: it serves PrefillChunks, the plain prefills and Generate (Ask needs a runtime).
+//
+// store may be nil: such a session serves the plain prefills (PrefillText, PrefillTokens) and
+// Generate only, and PrefillChunks fails with an error matching ErrInvalidArg. opts may be nil.
+// The session holds its own references, so model and store may be closed right after.
 func SessionWith(model *Model, store *KVStore, opts *SessionOptions) (*Session, error) {
 	const op = "session create"
 	if model == nil {
 		return nil, closedError(op, "model")
-	}
-	if store == nil {
-		return nil, closedError(op, "kvstore")
 	}
 	mp, err := model.h.acquire(op)
 	if err != nil {
 		return nil, err
 	}
 	defer model.h.release()
-	kp, err := store.h.acquire(op)
-	if err != nil {
-		return nil, err
+	var kp unsafe.Pointer
+	if store != nil {
+		if kp, err = store.h.acquire(op); err != nil {
+			return nil, err
+		}
+		defer store.h.release()
 	}
-	defer store.h.release()
 	o := opts.toC()
 	var s *C.cbl_session
 	var msg *C.char
@@ -132,6 +142,18 @@ func (s *Session) acquire(op string) (*C.cbl_session, error) {
 	return (*C.cbl_session)(p), err
 }
 
+// enter marks the session busy for one call (an ErrMisuse error if another call runs); pair a
+// nil return with leave.
+func (s *Session) enter(op string) error {
+	if !s.busy.CompareAndSwap(false, true) {
+		return &Error{Status: StatusMisuse, Op: op, Msg: "the session is serving another call " +
+			"(one call at a time per session; callbacks must not call into their session)"}
+	}
+	return nil
+}
+
+func (s *Session) leave() { s.busy.Store(false) }
+
 // AskOptions configure Session.Ask. The zero value of every field selects the library default.
 type AskOptions struct {
 	K           int        // chunks to retrieve (0 = 4)
@@ -150,11 +172,20 @@ type AskOptions struct {
 }
 
 // GenerateOptions configure Session.Generate. The zero value selects the defaults.
+//
+// TopK, TopP and MinP filter the candidates when Temperature > 0 (greedy decoding ignores
+// them); the zero value of each is its default and each has an "off" value.
 type GenerateOptions struct {
 	MaxTokens   int     // tokens to generate at most (0 = 128)
 	Temperature float32 // sampling temperature (0 = greedy)
 	Seed        uint64  // sampling seed for Temperature > 0
 	TopLogprobs int     // record the k most likely first tokens in Answer.TopLogprobs (0 = none)
+	// IgnoreEOG keeps generating past end-of-generation tokens, so that exactly MaxTokens
+	// tokens come out unless the context fills (for benchmarks).
+	IgnoreEOG bool
+	TopK      int     // keep the k most likely tokens (0 = 40, < 0 = off)
+	TopP      float32 // nucleus: keep the most likely tokens up to this mass (0 = 0.95, >= 1 = off)
+	MinP      float32 // drop tokens below MinP times the best one's probability (0 = 0.05, < 0 = off)
 	// OnToken works as AskOptions.OnToken.
 	OnToken func(piece string) bool
 }
@@ -191,18 +222,27 @@ func (s *Session) Ask(ctx context.Context, question string, opts *AskOptions, w 
 		})
 }
 
-// Generate generates from the last PrefillChunks (once per prefill; a second call fails with
-// ErrMisuse), streaming to w and opts.OnToken as Ask does. opts may be nil.
+// Generate generates from the last prefill (PrefillChunks, PrefillText or PrefillTokens), once
+// per prefill (a second call fails with ErrMisuse), streaming to w and opts.OnToken as Ask does.
+// opts may be nil.
 func (s *Session) Generate(ctx context.Context, opts *GenerateOptions, w io.Writer) (*Answer, error) {
 	const op = "generate"
 	if opts == nil {
 		opts = &GenerateOptions{}
 	}
-	maxTokens, temp, seed := C.int32_t(opts.MaxTokens), C.float(opts.Temperature), C.uint64_t(opts.Seed)
-	topLogprobs := C.int32_t(opts.TopLogprobs)
+	o := &C.gocbl_generate_opts{
+		max_tokens:   C.int32_t(opts.MaxTokens),
+		temperature:  C.float(opts.Temperature),
+		seed:         C.uint64_t(opts.Seed),
+		top_logprobs: C.int32_t(opts.TopLogprobs),
+		ignore_eog:   C.bool(opts.IgnoreEOG),
+		top_k:        C.int32_t(opts.TopK),
+		top_p:        C.float(opts.TopP),
+		min_p:        C.float(opts.MinP),
+	}
 	return s.stream(ctx, op, w, opts.OnToken,
 		func(p *C.cbl_session, sink C.uintptr_t, out **C.cbl_answer, msg **C.char) C.cbl_status {
-			return C.gocbl_session_generate(p, maxTokens, temp, seed, topLogprobs, sink, out, msg)
+			return C.gocbl_session_generate(p, o, sink, out, msg)
 		})
 }
 
@@ -216,6 +256,10 @@ func (s *Session) stream(ctx context.Context, op string, w io.Writer, fn func(st
 		return nil, err
 	}
 	defer s.h.release()
+	if err := s.enter(op); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := refused(op, ctx); err != nil {
 		return nil, err
 	}
@@ -253,20 +297,39 @@ func (s *Session) stream(ctx context.Context, op string, w io.Writer, fn func(st
 	return ans, nil
 }
 
-// PrefillChunks prefills [preamble][chunks...][question] from your own chunks, in prompt order,
-// reusing their stored KV and storing the misses. Follow it with Generate. Cancelling ctx aborts
-// the prefill with an error matching ErrAborted and ctx's error.
-func (s *Session) PrefillChunks(ctx context.Context, chunks []string, question string) (Stats, error) {
-	const op = "prefill chunks"
+// prefill runs one prefill call with the session marked busy and cancellation wired up.
+func (s *Session) prefill(ctx context.Context, op string,
+	call func(p *C.cbl_session, st *C.cbl_stats, msg **C.char) C.cbl_status,
+) (Stats, error) {
 	ctx = ctxOrBackground(ctx)
 	p, err := s.acquire(op)
 	if err != nil {
 		return Stats{}, err
 	}
 	defer s.h.release()
+	if err := s.enter(op); err != nil {
+		return Stats{}, err
+	}
+	defer s.leave()
 	if err := refused(op, ctx); err != nil {
 		return Stats{}, err
 	}
+	stop := watch(ctx, func() { C.cbl_session_cancel(p) })
+	var st C.cbl_stats
+	var msg *C.char
+	status := call(p, &st, &msg)
+	stop()
+	if err := withContext(ctx, callError(op, status, msg)); err != nil {
+		return Stats{}, err
+	}
+	return statsFromC(&st), nil
+}
+
+// PrefillChunks prefills [preamble][chunks...][question] from your own chunks, in prompt order,
+// reusing their stored KV and storing the misses. Follow it with Generate. Cancelling ctx aborts
+// the prefill with an error matching ErrAborted and ctx's error. A session without a KV store
+// (SessionWith(model, nil, ...)) fails with an error matching ErrInvalidArg.
+func (s *Session) PrefillChunks(ctx context.Context, chunks []string, question string) (Stats, error) {
 	var cs cstrings
 	defer cs.free()
 	var ptrs **C.char
@@ -283,13 +346,78 @@ func (s *Session) PrefillChunks(ctx context.Context, chunks []string, question s
 		}
 		ptrs, lens = &pa[0], &la[0]
 	}
-	stop := watch(ctx, func() { C.cbl_session_cancel(p) })
-	var st C.cbl_stats
-	var msg *C.char
-	status := C.gocbl_session_prefill_chunks(p, ptrs, lens, C.size_t(len(chunks)), cs.str(question), &st, &msg)
-	stop()
-	if err := withContext(ctx, callError(op, status, msg)); err != nil {
-		return Stats{}, err
+	cq := cs.str(question)
+	return s.prefill(ctx, "prefill chunks", func(p *C.cbl_session, st *C.cbl_stats, msg **C.char) C.cbl_status {
+		return C.gocbl_session_prefill_chunks(p, ptrs, lens, C.size_t(len(chunks)), cq, st, msg)
+	})
+}
+
+// PromptOptions configure PrefillText. The zero value (or nil) prefills the text as it is.
+type PromptOptions struct {
+	// Chat renders the text as a user message in the model's chat template, ready for the
+	// assistant's reply.
+	Chat bool
+	// System is a system message for a Chat prompt ("" = none; an error without Chat).
+	System string
+	// ParseSpecial matches control-token text such as "<|im_start|>" in a plain prompt (a Chat
+	// prompt always does).
+	ParseSpecial bool
+}
+
+// PrefillText prefills a whole prompt from text, computing every token (no chunk reuse), from
+// the start of the session's context. Plain text is tokenized like llama.cpp (BOS/EOS as the
+// model's flags say); opts.Chat applies the model's chat template. opts may be nil. Follow it
+// with Generate; PromptTokens gives the prompt's ids. Cancelling ctx aborts the prefill with an
+// error matching ErrAborted and ctx's error. Every session serves it, with or without a store.
+func (s *Session) PrefillText(ctx context.Context, text string, opts *PromptOptions) (Stats, error) {
+	if opts == nil {
+		opts = &PromptOptions{}
 	}
-	return statsFromC(&st), nil
+	var cs cstrings
+	defer cs.free()
+	ctext, csystem := cs.str(text), cs.opt(opts.System)
+	chat, parse := C.bool(opts.Chat), C.bool(opts.ParseSpecial)
+	return s.prefill(ctx, "prefill text", func(p *C.cbl_session, st *C.cbl_stats, msg **C.char) C.cbl_status {
+		return C.gocbl_session_prefill_text(p, ctext, C.size_t(len(text)), chat, csystem, parse, st, msg)
+	})
+}
+
+// PrefillTokens prefills a whole prompt from token ids, as PrefillText does from text (e.g. the
+// ids of Model.Tokenize or of an earlier PromptTokens). An empty prompt or an id outside the
+// vocabulary fails with an error matching ErrInvalidArg.
+func (s *Session) PrefillTokens(ctx context.Context, tokens []int32) (Stats, error) {
+	var ptr *C.int32_t
+	if len(tokens) > 0 {
+		ptr = (*C.int32_t)(unsafe.Pointer(&tokens[0])) // read during the call only; no Go pointers in it
+	}
+	return s.prefill(ctx, "prefill tokens", func(p *C.cbl_session, st *C.cbl_stats, msg **C.char) C.cbl_status {
+		return C.gocbl_session_prefill_tokens(p, ptr, C.size_t(len(tokens)), st, msg)
+	})
+}
+
+// PromptTokens returns a copy of the prompt's token ids from the session's last prefill of any
+// kind (Ask, PrefillChunks, PrefillText, PrefillTokens). It returns nil before the first prefill,
+// once the session is closed, and while another call runs on the session (from a token callback
+// too).
+func (s *Session) PromptTokens() []int32 {
+	const op = "prompt tokens"
+	p, err := s.acquire(op)
+	if err != nil {
+		return nil
+	}
+	defer s.h.release()
+	if s.enter(op) != nil {
+		return nil
+	}
+	defer s.leave()
+	var n C.size_t
+	ids := C.cbl_session_prompt_tokens(p, &n)
+	if ids == nil || n == 0 {
+		return nil
+	}
+	out := make([]int32, int(n))
+	for i, id := range unsafe.Slice(ids, int(n)) {
+		out[i] = int32(id)
+	}
+	return out
 }

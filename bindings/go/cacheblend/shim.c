@@ -89,6 +89,16 @@ cbl_status gocbl_delete(cbl_runtime *rt, const char *uri, bool *found, char **er
     return gocbl_ret(cbl_runtime_delete(rt, uri, found), err);
 }
 
+cbl_status gocbl_runtime_stats(cbl_runtime *rt, cbl_corpus_stats *out, char **err) {
+    cbl_corpus_stats_init(out);
+    return gocbl_ret(cbl_runtime_stats(rt, out), err);
+}
+
+/* *problems is NULL or a string for cbl_free. */
+cbl_status gocbl_runtime_check(cbl_runtime *rt, char **problems, char **err) {
+    return gocbl_ret(cbl_runtime_check(rt, problems), err);
+}
+
 cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_opts *o,
                         cbl_results **out, char **err) {
     cbl_search_params p;
@@ -179,15 +189,36 @@ cbl_status gocbl_session_prefill_chunks(cbl_session *s, const char *const *chunk
     return gocbl_ret(cbl_session_prefill_chunks(s, chunks, lens, n, question, out_stats), err);
 }
 
-cbl_status gocbl_session_generate(cbl_session *s, int32_t max_tokens, float temperature,
-                                  uint64_t seed, int32_t top_logprobs, uintptr_t sink,
+cbl_status gocbl_session_prefill_text(cbl_session *s, const char *text, size_t len, bool chat,
+                                      const char *system, bool parse_special, cbl_stats *out_stats,
+                                      char **err) {
+    cbl_prompt_params p;
+    cbl_prompt_params_init(&p);
+    p.chat = chat;
+    p.system = system;
+    p.parse_special = parse_special;
+    cbl_stats_init(out_stats);
+    return gocbl_ret(cbl_session_prefill_text(s, text, len, &p, out_stats), err);
+}
+
+cbl_status gocbl_session_prefill_tokens(cbl_session *s, const int32_t *tokens, size_t n,
+                                        cbl_stats *out_stats, char **err) {
+    cbl_stats_init(out_stats);
+    return gocbl_ret(cbl_session_prefill_tokens(s, tokens, n, out_stats), err);
+}
+
+cbl_status gocbl_session_generate(cbl_session *s, const gocbl_generate_opts *o, uintptr_t sink,
                                   cbl_answer **out, char **err) {
     cbl_generate_params p;
     cbl_generate_params_init(&p);
-    p.max_tokens = max_tokens;
-    p.temperature = temperature;
-    p.seed = seed;
-    p.top_logprobs = top_logprobs;
+    p.max_tokens = o->max_tokens;
+    p.temperature = o->temperature;
+    p.seed = o->seed;
+    p.top_logprobs = o->top_logprobs;
+    p.ignore_eog = o->ignore_eog;
+    p.top_k = o->top_k;
+    p.top_p = o->top_p;
+    p.min_p = o->min_p;
     if (sink) {
         p.on_token = gocbl_on_token;
         p.user_data = (void *)sink;

@@ -55,6 +55,17 @@ typedef struct gocbl_ask_opts {
     int32_t top_logprobs;
 } gocbl_ask_opts;
 
+typedef struct gocbl_generate_opts {
+    int32_t max_tokens;
+    float temperature;
+    uint64_t seed;
+    int32_t top_logprobs;
+    bool ignore_eog;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+} gocbl_generate_opts;
+
 cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
                               const char *data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
                               const char *device, bool no_embedder, cbl_runtime **out, char **err);
@@ -65,6 +76,8 @@ cbl_status gocbl_ingest_text(cbl_runtime *rt, const char *uri, const char *text,
 cbl_status gocbl_ingest_path(cbl_runtime *rt, const char *path, const gocbl_ingest_opts *o,
                              uintptr_t sink, cbl_ingest_report *rep, char **err);
 cbl_status gocbl_delete(cbl_runtime *rt, const char *uri, bool *found, char **err);
+cbl_status gocbl_runtime_stats(cbl_runtime *rt, cbl_corpus_stats *out, char **err);
+cbl_status gocbl_runtime_check(cbl_runtime *rt, char **problems, char **err);
 cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_opts *o,
                         cbl_results **out, char **err);
 cbl_status gocbl_results_hit(const cbl_results *res, size_t i, cbl_hit *out, char **err);
@@ -84,8 +97,12 @@ cbl_status gocbl_session_ask(cbl_session *s, const char *question, const gocbl_a
 cbl_status gocbl_session_prefill_chunks(cbl_session *s, const char *const *chunks,
                                         const size_t *lens, size_t n, const char *question,
                                         cbl_stats *out_stats, char **err);
-cbl_status gocbl_session_generate(cbl_session *s, int32_t max_tokens, float temperature,
-                                  uint64_t seed, int32_t top_logprobs, uintptr_t sink,
+cbl_status gocbl_session_prefill_text(cbl_session *s, const char *text, size_t len, bool chat,
+                                      const char *system, bool parse_special, cbl_stats *out_stats,
+                                      char **err);
+cbl_status gocbl_session_prefill_tokens(cbl_session *s, const int32_t *tokens, size_t n,
+                                        cbl_stats *out_stats, char **err);
+cbl_status gocbl_session_generate(cbl_session *s, const gocbl_generate_opts *o, uintptr_t sink,
                                   cbl_answer **out, char **err);
 
 cbl_status gocbl_answer_citation(const cbl_answer *a, size_t i, cbl_hit *out, char **err);

@@ -26,6 +26,26 @@
 //! }
 //! ```
 //!
+//! Without retrieval, a session prefills a whole prompt of your own, plain or in the model's chat
+//! template, and generates from it; such a session needs only a model:
+//!
+//! ```no_run
+//! use cacheblend::{GenerateOptions, Model, ModelOptions, PromptOptions, Session, SessionOptions};
+//!
+//! fn main() -> Result<(), cacheblend::Error> {
+//!     let model = Model::load_default(&ModelOptions::new())?;
+//!     let mut session = Session::with_model(&model, None, &SessionOptions::new().n_ctx(1024))?;
+//!     let prompt = PromptOptions::new().chat(true).system("Answer in one line.");
+//!     session.prefill_text("Name three rivers.", &prompt)?;
+//!     let answer = session.generate(&GenerateOptions::new().max_tokens(32), |text| {
+//!         print!("{}", text);
+//!         true
+//!     })?;
+//!     println!("\n({} prompt tokens, {} generated)", session.prompt_tokens().len(), answer.tokens.len());
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Handles and threads
 //! [`Runtime`], [`Model`] and [`KvStore`] are `Send + Sync`: share them (in an `Arc`) across
 //! threads. A [`Session`] is `Send` only and serves one call at a time (`&mut self`); a
@@ -66,12 +86,14 @@ pub use error::{Error, ErrorKind, Result, Status};
 pub use model::{KvStore, Model};
 pub use options::{
     AskOptions, DocFormat, GenerateOptions, IngestOptions, KvFormat, KvStoreOptions, Mode,
-    ModelOptions, ProgressFn, RuntimeOptions, SearchMode, SearchOptions, SessionOptions,
+    ModelOptions, ProgressFn, PromptOptions, RuntimeOptions, SearchMode, SearchOptions,
+    SessionOptions,
 };
 pub use runtime::Runtime;
 pub use session::{CancelHandle, Session};
 pub use types::{
-    Answer, Hit, IngestReport, LogLevel, Progress, SearchResults, Stats, StopReason, TokenLogprob,
+    Answer, CorpusStats, Hit, IngestReport, LogLevel, Progress, SearchResults, Stats, StopReason,
+    TokenLogprob,
 };
 
 fn static_str(p: *const c_char) -> &'static str {

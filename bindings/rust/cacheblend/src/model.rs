@@ -1,4 +1,5 @@
 //! Models (weights + tokenizer) and chunk KV stores: shareable, thread-safe handles.
+use std::os::raw::c_char;
 use std::path::Path;
 use std::ptr::{self, NonNull};
 
@@ -26,11 +27,21 @@ impl Model {
     /// Loads a GGUF model from `path`.
     pub fn load(path: impl AsRef<Path>, options: &ModelOptions) -> Result<Model> {
         let path = path_cstring("model path", path.as_ref())?;
+        Model::load_raw(path.as_ptr(), options)
+    }
+
+    /// Loads the default model: `$CBL_MODEL`, else the default model in the user cache (the one
+    /// [`Runtime::open`](crate::Runtime::open) loads without a model path).
+    pub fn load_default(options: &ModelOptions) -> Result<Model> {
+        Model::load_raw(ptr::null(), options)
+    }
+
+    fn load_raw(path: *const c_char, options: &ModelOptions) -> Result<Model> {
         let mut p = sys::cbl_model_params::default();
         p.vocab_only = options.vocab_only;
         let mut out = ptr::null_mut();
-        // SAFETY: valid C string, params and out pointer for the duration of the call.
-        check(unsafe { sys::cbl_model_load(path.as_ptr(), &p, &mut out) })?;
+        // SAFETY: path is NULL or a C string, valid with params and out for the call.
+        check(unsafe { sys::cbl_model_load(path, &p, &mut out) })?;
         Ok(Model::from_raw(out))
     }
 

@@ -443,12 +443,20 @@ impl AskOptions {
 }
 
 /// Parameters of [`Session::generate`](crate::Session::generate) (`cbl_generate_params`).
+///
+/// [`top_k`](GenerateOptions::top_k), [`top_p`](GenerateOptions::top_p) and
+/// [`min_p`](GenerateOptions::min_p) filter the candidates when the temperature is above 0
+/// (greedy decoding ignores them). Each defaults to the library's value and has an "off" value.
 #[derive(Clone, Debug, Default)]
 pub struct GenerateOptions {
     pub(crate) max_tokens: i32,
     pub(crate) temperature: f32,
     pub(crate) seed: u64,
     pub(crate) top_logprobs: i32,
+    pub(crate) ignore_eog: bool,
+    pub(crate) top_k: i32,
+    pub(crate) top_p: f32,
+    pub(crate) min_p: f32,
 }
 
 impl GenerateOptions {
@@ -479,6 +487,70 @@ impl GenerateOptions {
     #[must_use]
     pub fn top_logprobs(mut self, k: i32) -> Self {
         self.top_logprobs = k;
+        self
+    }
+    /// Keep generating past end-of-generation tokens, so that exactly
+    /// [`max_tokens`](GenerateOptions::max_tokens) tokens come out unless the context fills
+    /// (for benchmarks).
+    #[must_use]
+    pub fn ignore_eog(mut self, yes: bool) -> Self {
+        self.ignore_eog = yes;
+        self
+    }
+    /// Sample among the `k` most likely tokens (0 = 40, negative = off).
+    #[must_use]
+    pub fn top_k(mut self, k: i32) -> Self {
+        self.top_k = k;
+        self
+    }
+    /// Nucleus sampling: keep the most likely tokens up to probability mass `p` (0 = 0.95,
+    /// 1 or more = off; negative is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg)).
+    #[must_use]
+    pub fn top_p(mut self, p: f32) -> Self {
+        self.top_p = p;
+        self
+    }
+    /// Drop tokens less likely than `p` times the most likely one (0 = 0.05, negative = off).
+    #[must_use]
+    pub fn min_p(mut self, p: f32) -> Self {
+        self.min_p = p;
+        self
+    }
+}
+
+/// Parameters of [`Session::prefill_text`](crate::Session::prefill_text) (`cbl_prompt_params`).
+/// The default prefills the text as it is.
+#[derive(Clone, Debug, Default)]
+pub struct PromptOptions {
+    pub(crate) chat: bool,
+    pub(crate) system: Option<String>,
+    pub(crate) parse_special: bool,
+}
+
+impl PromptOptions {
+    /// A plain prompt: the text as it is.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Render the text as a user message in the model's chat template, ready for the
+    /// assistant's reply.
+    #[must_use]
+    pub fn chat(mut self, yes: bool) -> Self {
+        self.chat = yes;
+        self
+    }
+    /// A system message before the user's (chat prompts only: without
+    /// [`chat`](PromptOptions::chat) it is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg)).
+    #[must_use]
+    pub fn system(mut self, message: impl Into<String>) -> Self {
+        self.system = Some(message.into());
+        self
+    }
+    /// Match control-token text such as `<|im_start|>` in a plain prompt (chat prompts always
+    /// do).
+    #[must_use]
+    pub fn parse_special(mut self, yes: bool) -> Self {
+        self.parse_special = yes;
         self
     }
 }

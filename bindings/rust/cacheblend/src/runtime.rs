@@ -9,7 +9,7 @@ use crate::error::{check, Result};
 use crate::model::Model;
 use crate::options::{IngestOptions, ProgressFn, RuntimeOptions, SearchOptions, SessionOptions};
 use crate::session::Session;
-use crate::types::{Hit, IngestReport, Progress, SearchResults};
+use crate::types::{CorpusStats, Hit, IngestReport, Progress, SearchResults};
 use crate::util::{
     cstring, opt_cstring, opt_path_cstring, opt_ptr, path_cstring, string_from, CallbackState,
     FreeOnDrop,
@@ -108,8 +108,9 @@ impl Runtime {
 
     /// Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
     /// content hash; files that cannot be read are skipped with a reason (progress phase `"skip"`,
-    /// counted in [`IngestReport::skipped`]) and the rest go on. Documents committed before an
-    /// abort or error stay.
+    /// counted in [`IngestReport::skipped`]) and the rest go on. Notices, e.g. that chunks are
+    /// stored for BM25 only without an embedder, arrive as progress phase `"notice"`. Documents
+    /// committed before an abort or error stay.
     pub fn ingest_path(
         &self,
         path: impl AsRef<Path>,
@@ -159,6 +160,33 @@ impl Runtime {
         // SAFETY: valid pointers for the duration of the call.
         check(unsafe { sys::cbl_runtime_delete(self.raw.as_ptr(), uri.as_ptr(), &mut found) })?;
         Ok(found)
+    }
+
+    /// Counts the documents, chunks and stored chunk KV of the data directory.
+    pub fn stats(&self) -> Result<CorpusStats> {
+        let mut st = sys::cbl_corpus_stats::default();
+        // SAFETY: live handle; `st` is an output struct with struct_size set.
+        check(unsafe { sys::cbl_runtime_stats(self.raw.as_ptr(), &mut st) })?;
+        Ok(CorpusStats::from_c(&st))
+    }
+
+    /// Checks that the catalog, the vector index and the KV store agree: the problems found, one
+    /// per element, or an empty `Vec` when they agree. An `Err` means the check could not run.
+    pub fn check(&self) -> Result<Vec<String>> {
+        let mut out: *mut std::os::raw::c_char = ptr::null_mut();
+        // SAFETY: live handle, valid out pointer.
+        check(unsafe { sys::cbl_runtime_check(self.raw.as_ptr(), &mut out) })?;
+        if out.is_null() {
+            return Ok(Vec::new());
+        }
+        let guard = FreeOnDrop(out as *mut c_void, sys::cbl_free);
+        // SAFETY: a NUL-terminated string the library allocated for us; the guard frees it.
+        let text = unsafe { string_from(guard.0 as *const _) };
+        Ok(text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect())
     }
 
     /// The best chunks for `query`, best first.

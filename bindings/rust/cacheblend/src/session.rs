@@ -9,7 +9,7 @@ use cacheblend_sys as sys;
 
 use crate::error::{check, Error, Result};
 use crate::model::{KvStore, Model};
-use crate::options::{AskOptions, GenerateOptions, SessionOptions};
+use crate::options::{AskOptions, GenerateOptions, PromptOptions, SessionOptions};
 use crate::types::{Answer, Stats};
 use crate::util::{cstring, opt_cstring, opt_ptr, CallbackState};
 
@@ -34,6 +34,12 @@ impl Drop for Raw {
 
 /// A session (`cbl_session`): per-request prefill and generation state over a model and a KV
 /// store, serving one call at a time.
+///
+/// Sessions with a KV store (from [`Runtime::session`](crate::Runtime::session) or
+/// [`Session::with_model`] with a store) prefill with CacheBlend ([`ask`](Session::ask),
+/// [`prefill_chunks`](Session::prefill_chunks)); every session also prefills a whole prompt of
+/// your own ([`prefill_text`](Session::prefill_text), [`prefill_tokens`](Session::prefill_tokens)).
+/// Each prefill is followed by one [`generate`](Session::generate).
 ///
 /// `Send` but not `Sync`: move it to another thread, but do not share it. Calls take `&mut self`,
 /// so a token callback cannot call back into its own session. To stop a running call from another
@@ -81,17 +87,25 @@ impl Session {
         }
     }
 
-    /// A session over a model and a KV store of your own, for
-    /// [`prefill_chunks`](Session::prefill_chunks) and [`generate`](Session::generate) only
-    /// (`ask` needs a runtime's retrieval: see [`Runtime::session`](crate::Runtime::session)).
-    /// The session keeps both alive.
-    pub fn with_model(model: &Model, store: &KvStore, options: &SessionOptions) -> Result<Session> {
+    /// A session over a model and, optionally, a KV store of your own (`&store` or `None`).
+    ///
+    /// With a store it serves [`prefill_chunks`](Session::prefill_chunks), the plain prefills and
+    /// [`generate`](Session::generate) (`ask` needs a runtime's retrieval: see
+    /// [`Runtime::session`](crate::Runtime::session)). Without one it serves the plain prefills
+    /// ([`prefill_text`](Session::prefill_text), [`prefill_tokens`](Session::prefill_tokens)) and
+    /// `generate` only; `prefill_chunks` then fails with
+    /// [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg). The session keeps the model and
+    /// the store alive.
+    pub fn with_model<'a>(
+        model: &Model,
+        store: impl Into<Option<&'a KvStore>>,
+        options: &SessionOptions,
+    ) -> Result<Session> {
+        let store = store.into().map_or(ptr::null_mut(), KvStore::as_ptr);
         let p = options.to_c();
         let mut out = ptr::null_mut();
-        // SAFETY: live handles (the library takes its own references), valid pointers.
-        check(unsafe {
-            sys::cbl_session_create_with(model.as_ptr(), store.as_ptr(), &p, &mut out)
-        })?;
+        // SAFETY: live handles or NULL (the library takes its own references), valid pointers.
+        check(unsafe { sys::cbl_session_create_with(model.as_ptr(), store, &p, &mut out) })?;
         Ok(Session::from_raw(out))
     }
 
@@ -164,31 +178,88 @@ impl Session {
     }
 
     /// Prefills `[preamble][chunks...][question]` from your own chunks (in prompt order), reusing
-    /// their stored KV and storing the misses. Follow with [`generate`](Session::generate).
+    /// their stored KV and storing the misses. Follow with [`generate`](Session::generate). A
+    /// session without a KV store fails with [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
     pub fn prefill_chunks<S: AsRef<str>>(&mut self, chunks: &[S], question: &str) -> Result<Stats> {
         let question = cstring("question", question)?;
         let chunks: Vec<&str> = chunks.iter().map(|c| c.as_ref()).collect();
         let ptrs: Vec<*const c_char> = chunks.iter().map(|c| c.as_ptr() as *const c_char).collect();
         let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
-        let mut st = sys::cbl_stats::default();
-        // SAFETY: chunks[i][0..lens[i]) and the question outlive the call; the notice in `st`
-        // stays valid until the next call on the session and is copied right away.
-        unsafe {
-            check(sys::cbl_session_prefill_chunks(
-                self.as_ptr(),
+        // SAFETY: chunks[i][0..lens[i]) and the question outlive the call.
+        self.prefill(|s, st| unsafe {
+            sys::cbl_session_prefill_chunks(
+                s,
                 ptrs.as_ptr(),
                 lens.as_ptr(),
                 ptrs.len(),
                 question.as_ptr(),
-                &mut st,
-            ))?;
-            Ok(Stats::from_c(&st))
+                st,
+            )
+        })
+    }
+
+    /// Prefills a whole prompt from `text`, computing every token (no chunk reuse), from the start
+    /// of the session's context. Plain text is tokenized like llama.cpp (BOS/EOS as the model's
+    /// flags say); [`PromptOptions::chat`] applies the model's chat template. Follow with
+    /// [`generate`](Session::generate); [`prompt_tokens`](Session::prompt_tokens) gives the
+    /// prompt's ids. Every session serves it, with or without a KV store.
+    pub fn prefill_text(&mut self, text: &str, options: &PromptOptions) -> Result<Stats> {
+        let system = opt_cstring("system", &options.system)?;
+        let mut p = sys::cbl_prompt_params::default();
+        p.chat = options.chat;
+        p.system = opt_ptr(&system);
+        p.parse_special = options.parse_special;
+        // SAFETY: text[0..len) and the system message outlive the call.
+        self.prefill(|s, st| unsafe {
+            sys::cbl_session_prefill_text(s, text.as_ptr() as *const c_char, text.len(), &p, st)
+        })
+    }
+
+    /// Prefills a whole prompt from token ids, as [`prefill_text`](Session::prefill_text) does
+    /// from text (e.g. the ids of [`Model::tokenize`] or of an earlier
+    /// [`prompt_tokens`](Session::prompt_tokens)). An empty prompt or an id outside the
+    /// vocabulary is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
+    pub fn prefill_tokens(&mut self, tokens: &[i32]) -> Result<Stats> {
+        let ids = if tokens.is_empty() {
+            ptr::null()
+        } else {
+            tokens.as_ptr()
+        };
+        // SAFETY: tokens[0..len) outlives the call.
+        self.prefill(|s, st| unsafe { sys::cbl_session_prefill_tokens(s, ids, tokens.len(), st) })
+    }
+
+    /// The prompt's token ids from the last prefill of any kind (`ask`, `prefill_chunks`,
+    /// `prefill_text`, `prefill_tokens`); empty before the first.
+    pub fn prompt_tokens(&self) -> Vec<i32> {
+        let mut n = 0usize;
+        // SAFETY: no call runs on the session (those take `&mut self`); the array lives until
+        // the next call and is copied right away.
+        unsafe {
+            let ids = sys::cbl_session_prompt_tokens(self.as_ptr(), &mut n);
+            if ids.is_null() || n == 0 {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(ids, n).to_vec()
+            }
         }
     }
 
-    /// Generates from the last [`prefill_chunks`](Session::prefill_chunks), once per prefill
-    /// ([`ErrorKind::Misuse`](crate::ErrorKind::Misuse) otherwise), streaming text as
-    /// [`ask`](Session::ask) does.
+    /// Runs one prefill call and copies its statistics.
+    fn prefill(
+        &mut self,
+        call: impl FnOnce(*mut sys::cbl_session, *mut sys::cbl_stats) -> sys::cbl_status,
+    ) -> Result<Stats> {
+        let mut st = sys::cbl_stats::default();
+        check(call(self.as_ptr(), &mut st))?;
+        // SAFETY: the notice in `st` stays valid until the next call on the session.
+        Ok(unsafe { Stats::from_c(&st) })
+    }
+
+    /// Generates from the last prefill ([`prefill_chunks`](Session::prefill_chunks),
+    /// [`prefill_text`](Session::prefill_text) or [`prefill_tokens`](Session::prefill_tokens)),
+    /// once per prefill ([`ErrorKind::Misuse`](crate::ErrorKind::Misuse) otherwise), streaming
+    /// text as [`ask`](Session::ask) does.
     pub fn generate<F>(&mut self, options: &GenerateOptions, on_text: F) -> Result<Answer>
     where
         F: FnMut(&str) -> bool,
@@ -213,6 +284,10 @@ impl Session {
         p.temperature = options.temperature;
         p.seed = options.seed;
         p.top_logprobs = options.top_logprobs;
+        p.ignore_eog = options.ignore_eog;
+        p.top_k = options.top_k;
+        p.top_p = options.top_p;
+        p.min_p = options.min_p;
         p.on_token = Some(token_trampoline::<F>);
         p.user_data = &mut state as *mut CallbackState<F> as *mut c_void;
         let mut out = ptr::null_mut();

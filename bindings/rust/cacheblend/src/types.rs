@@ -290,6 +290,8 @@ pub struct IngestReport {
     pub embedded: i64,
     /// Chunks whose KV was computed.
     pub kv_computed: i64,
+    /// Chunk KV files deleted because their last reference went (updated or removed chunks).
+    pub kv_deleted: i64,
 }
 
 impl IngestReport {
@@ -305,23 +307,56 @@ impl IngestReport {
             chunks_removed: r.chunks_removed,
             embedded: r.embedded,
             kv_computed: r.kv_computed,
+            kv_deleted: r.kv_deleted,
+        }
+    }
+}
+
+/// Counts of a runtime's data directory ([`Runtime::stats`](crate::Runtime::stats),
+/// `cbl_corpus_stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CorpusStats {
+    /// Documents in the catalog.
+    pub documents: i64,
+    /// Chunks in the catalog.
+    pub chunks: i64,
+    /// Chunk KV files in the KV store.
+    pub kv_entries: i64,
+    /// Bytes of those files.
+    pub kv_bytes: u64,
+}
+
+impl CorpusStats {
+    pub(crate) fn from_c(s: &sys::cbl_corpus_stats) -> CorpusStats {
+        CorpusStats {
+            documents: s.documents,
+            chunks: s.chunks,
+            kv_entries: s.kv_entries,
+            kv_bytes: s.kv_bytes,
         }
     }
 }
 
 /// An ingest progress report, borrowed for the duration of the callback.
+///
+/// Besides the work phases (`"scan"`, `"ingest"`, `"embed"`, `"kv"`, `"index"`), two phases
+/// report events after the work, numbered `done` = 1..=`total`: `"skip"`, a file that could not
+/// be ingested (`current`, with the reason in `message`), and `"notice"`, something worth telling
+/// the caller, e.g. that chunks were stored for BM25 only or that the vector index was rebuilt
+/// (in `message`).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Progress<'a> {
-    /// `"scan"`, `"ingest"`, `"embed"`, `"kv"`, `"index"` or `"skip"`.
+    /// `"scan"`, `"ingest"`, `"embed"`, `"kv"`, `"index"`, `"skip"` or `"notice"`.
     pub phase: Cow<'a, str>,
     /// Work done in this phase.
     pub done: i64,
     /// Work in this phase.
     pub total: i64,
-    /// The file being worked on ("" when none).
+    /// The file being worked on ("" when none, and for `"notice"`).
     pub current: Cow<'a, str>,
-    /// Phase `"skip"`: why `current` was skipped ("" otherwise).
+    /// Phase `"skip"`: why `current` was skipped; phase `"notice"`: the notice ("" otherwise).
     pub message: Cow<'a, str>,
 }
 

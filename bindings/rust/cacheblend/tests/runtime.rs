@@ -17,8 +17,8 @@ use std::thread;
 
 use cacheblend::{
     AskOptions, CancelHandle, ErrorKind, GenerateOptions, IngestOptions, KvStore, KvStoreOptions,
-    Mode, Model, Runtime, RuntimeOptions, SearchMode, SearchOptions, Session, SessionOptions,
-    Status, StopReason,
+    Mode, Model, ModelOptions, PromptOptions, Runtime, RuntimeOptions, SearchMode, SearchOptions,
+    Session, SessionOptions, Status, StopReason,
 };
 
 const DOCS: [(&str, &str); 3] = [
@@ -644,4 +644,189 @@ fn one_runtime_serves_many_threads_and_logs_through_rust() {
     .unwrap();
     assert!(!text.is_empty());
     drop(lines);
+}
+
+#[test]
+fn runtime_stats_check_and_kv_deleted() {
+    let f = fixture!("stats");
+    let st = f.rt.stats().expect("stats");
+    assert_eq!(st.documents, DOCS.len() as i64);
+    assert!(st.chunks >= st.documents, "{:?}", st);
+    assert_eq!(
+        (st.kv_entries, st.kv_bytes),
+        (0, 0),
+        "nothing precomputed yet"
+    );
+    assert_eq!(f.rt.check().expect("check"), Vec::<String>::new());
+
+    // Precomputing fills in every chunk's KV; an update drops the old chunk's KV file (its last
+    // reference went) and computes the new one's.
+    let r =
+        f.rt.ingest_text(
+            "mem://tide",
+            "The tide rises twice a day.",
+            &mut IngestOptions::new().precompute_kv(true),
+        )
+        .unwrap();
+    assert_eq!(
+        (r.added, r.kv_computed, r.kv_deleted),
+        (1, st.chunks + 1, 0)
+    );
+    let st = f.rt.stats().unwrap();
+    assert_eq!(st.documents, 4);
+    assert_eq!(st.kv_entries, st.chunks, "a KV entry per chunk");
+    assert!(st.kv_bytes > 0);
+    let r =
+        f.rt.ingest_text(
+            "mem://tide",
+            "The tide falls twice a day, too.",
+            &mut IngestOptions::new().precompute_kv(true),
+        )
+        .unwrap();
+    assert_eq!(
+        (r.updated, r.kv_deleted, r.kv_computed),
+        (1, 1, 1),
+        "{:?}",
+        r
+    );
+    let after = f.rt.stats().unwrap();
+    assert_eq!((after.documents, after.kv_entries), (4, st.kv_entries));
+    assert!(f.rt.check().unwrap().is_empty());
+}
+
+#[test]
+fn ingest_notices_reach_the_progress_callback() {
+    let model = match model_or_skip("notices") {
+        Some(m) => m,
+        None => return,
+    };
+    let dir = TempDir::new("notices");
+    let rt = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(dir.path().join("data"))
+            .n_threads(2)
+            .no_embedder(true),
+    )
+    .unwrap();
+    let docs = dir.path().join("docs");
+    fs::create_dir_all(&docs).unwrap();
+    fs::write(docs.join("a.txt"), "Lighthouses guide ships.\n").unwrap();
+    let mut notices = Vec::new();
+    rt.ingest_path(
+        &docs,
+        &mut IngestOptions::new().progress(|p| {
+            if p.phase == "notice" {
+                notices.push((p.message.to_string(), p.done, p.total));
+            }
+            true
+        }),
+    )
+    .unwrap();
+    assert_eq!(notices.len(), 1, "{:?}", notices);
+    assert!(notices[0].0.contains("BM25"), "{:?}", notices);
+    assert_eq!((notices[0].1, notices[0].2), (1, 1));
+}
+
+#[test]
+fn plain_prefill_without_a_store() {
+    if model_or_skip("plain").is_none() {
+        return;
+    }
+    // The default model is the same file model_or_skip found ($CBL_MODEL, else the user cache).
+    let model = Model::load_default(&ModelOptions::new()).expect("load the default model");
+    let opts = SessionOptions::new().n_ctx(256).n_threads(2);
+    let mut s = Session::with_model(&model, None, &opts).expect("session without a store");
+    assert!(s.prompt_tokens().is_empty());
+    let err = s.prefill_chunks(&[DOCS[0].1], "Which river?").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+
+    let prompt = "The capital of France is";
+    let st = s.prefill_text(prompt, &PromptOptions::new()).unwrap();
+    let ids = s.prompt_tokens();
+    assert!(ids.len() >= 4);
+    assert_eq!(st.mode, Some(Mode::Full));
+    assert_eq!(st.prompt_tokens, ids.len() as i64);
+    assert_eq!(st.n_ctx, 256);
+    assert_eq!(ids, model.tokenize(prompt, true, false).unwrap());
+
+    // ignore_eog: exactly max_tokens tokens.
+    let gen = GenerateOptions::new().max_tokens(8).ignore_eog(true);
+    let mut streamed = String::new();
+    let a = s
+        .generate(&gen, |t| {
+            streamed.push_str(t);
+            true
+        })
+        .unwrap();
+    assert_eq!(a.tokens.len(), 8);
+    assert_eq!(a.stats.generated_tokens, 8);
+    assert_eq!(a.stats.stop_reason, StopReason::MaxTokens);
+    assert_eq!(streamed, a.text);
+
+    // The same ids give the same greedy continuation.
+    s.prefill_tokens(&ids).unwrap();
+    assert_eq!(s.prompt_tokens(), ids);
+    let b = s.generate(&gen, |_| true).unwrap();
+    assert_eq!(b.text, a.text);
+
+    // The chat template wraps the text in turns; a system message adds one more.
+    s.prefill_text(prompt, &PromptOptions::new().chat(true))
+        .unwrap();
+    let chat = s.prompt_tokens();
+    s.prefill_text(prompt, &PromptOptions::new().chat(true).system("Be brief."))
+        .unwrap();
+    let system = s.prompt_tokens();
+    assert!(
+        ids.len() < chat.len() && chat.len() < system.len(),
+        "plain {}, chat {}, chat+system {}",
+        ids.len(),
+        chat.len(),
+        system.len()
+    );
+
+    // Sampling filters reach the library: the same seed repeats, a negative top_p is refused.
+    let sample = GenerateOptions::new()
+        .max_tokens(6)
+        .temperature(0.9)
+        .seed(7)
+        .top_k(20)
+        .top_p(0.9)
+        .min_p(-1.0);
+    let mut texts = Vec::new();
+    for _ in 0..2 {
+        s.prefill_tokens(&ids).unwrap();
+        texts.push(s.generate(&sample, |_| true).unwrap().text);
+    }
+    assert_eq!(texts[0], texts[1]);
+    s.prefill_tokens(&ids).unwrap();
+    let err = s
+        .generate(&GenerateOptions::new().temperature(0.5).top_p(-1.0), |_| {
+            true
+        })
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+
+    // Bad prompts.
+    let err = s
+        .prefill_text("Hi", &PromptOptions::new().system("Be brief."))
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ErrorKind::InvalidArg,
+        "system without chat: {}",
+        err
+    );
+    let err = s
+        .prefill_text("Hi", &PromptOptions::new().chat(true).system("a\0b"))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    assert_eq!(
+        s.prefill_tokens(&[]).unwrap_err().kind(),
+        ErrorKind::InvalidArg
+    );
+    let err = s.prefill_tokens(&[1, 1 << 30]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    drop(model); // the session keeps it alive
+    s.prefill_text(prompt, &PromptOptions::new()).unwrap();
 }
