@@ -30,6 +30,11 @@ flag_spec store_flag() {
     return {"store", "DIR", "chunk KV store (default: ${XDG_CACHE_HOME:-~/.cache}/cacheblend/kv)"};
 }
 
+flag_spec direct_io_flag() {
+    return {"direct-io", "",
+            "read stored KV with O_DIRECT, bypassing the page cache (cold-read timings)"};
+}
+
 std::vector<flag_spec> blend_tuning_flags() {
     return {
         {"check-layers", "L,..", "layers that select tokens to recompute (default 1)"},
@@ -110,6 +115,7 @@ std::shared_ptr<kv_store> open_store(const parsed_args& a) {
     kv_store_params kp;
     kp.dir = a.has("store") ? *a.get("store") : default_kv_store_dir();
     if (kp.dir.empty()) throw usage_error("--store: empty path");
+    kp.direct_io = a.has("direct-io");
     return kv_store::open(kp);
 }
 

@@ -17,6 +17,8 @@ namespace cacheblend::cli {
 std::string default_kv_store_dir();
 
 flag_spec store_flag();
+// --direct-io: read stored KV with O_DIRECT (bypasses the page cache: cold-read timings).
+flag_spec direct_io_flag();
 // --check-layers, --check-ratios, --deviation, --kv-format (shared by blend and eval).
 std::vector<flag_spec> blend_tuning_flags();
 
@@ -27,7 +29,7 @@ void apply_blend_tuning(const parsed_args& a, blend_params* p);
 std::vector<double> parse_double_list(const std::string& flag, const std::string& text,
                                       double min, double max);
 
-// Opens --store (or the default) for the engine.
+// Opens --store (or the default) for the engine; --direct-io when the command declares it.
 std::shared_ptr<kv_store> open_store(const parsed_args& a);
 
 // The `stats` object of `blend` / `ask` (DESIGN §8 names; extra fields after them).

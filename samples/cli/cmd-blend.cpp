@@ -39,6 +39,7 @@ const command_spec& spec() {
                 {"mode", "M", "full, prefix, reuse or blend (default blend)"},
                 {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
                 store_flag(),
+                direct_io_flag(),
                 {"warm", "", "precompute missing chunks before the timed request"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
                 {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},

@@ -114,6 +114,16 @@ TEST_F(CliBlend, JsonFieldsAndWarmSecondRun) {
     EXPECT_LT(blend["tokens_recomputed"].num, blend["tokens_total"].num);
     EXPECT_EQ(blend["tokens_total"].num, full["tokens_total"].num);
     EXPECT_NEAR(blend["ratio"].num, 0.15, 1e-6);
+
+    // --direct-io reads the same files past the page cache: the same hits and bytes.
+    std::vector<std::string> args = blend_args("blend", store);
+    args.push_back("--direct-io");
+    const json direct = blend_json(args);
+    ASSERT_EQ(direct.kind, json::object);
+    EXPECT_EQ(direct["tokens_missed"].num, 0);
+    EXPECT_EQ(direct["tokens_reused"].num, blend["tokens_reused"].num);
+    EXPECT_EQ(direct["tokens_recomputed"].num, blend["tokens_recomputed"].num);
+    EXPECT_EQ(direct["bytes_loaded"].num, blend["bytes_loaded"].num);
 }
 
 TEST_F(CliBlend, ColdStoreMissesInsideTheRequestUnlessWarm) {
