@@ -57,16 +57,6 @@ CREATE TABLE pending_kv_deletes(kv_key TEXT PRIMARY KEY);
 INSERT INTO meta(key, value) VALUES ('vector_version', '0');
 )sql";
 
-bool valid_meta_key(const std::string& k) {
-    if (k.empty() || k.size() > 128) return false;
-    for (char c : k) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
-            return false;
-        }
-    }
-    return true;
-}
-
 // Words of the query as an FTS5 OR expression of quoted strings, so FTS5 operators, column
 // filters and quotes in user text are inert.
 std::string fts_query(const std::string& q) {
@@ -486,6 +476,16 @@ int64_t catalog::vector_version() {
     return s.step() ? s.i64(0) : 0;
 }
 
+bool valid_metadata_key(const std::string& k) {
+    if (k.empty() || k.size() > 128) return false;
+    for (char c : k) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
+            return false;
+        }
+    }
+    return true;
+}
+
 namespace {
 
 // The WHERE clause for a filter over documents aliased d; parameters from ?10 on.
@@ -494,7 +494,7 @@ std::string filter_sql(const search_filter& f) {
     if (!f.collection.empty()) w += " AND d.collection = ?10";
     if (!f.uri_prefix.empty()) w += " AND substr(d.uri, 1, length(?11)) = ?11";
     for (size_t i = 0; i < f.metadata.size(); ++i) {
-        if (!valid_meta_key(f.metadata[i].first)) {
+        if (!valid_metadata_key(f.metadata[i].first)) {
             throw error(status::invalid_arg,
                         "search: metadata key must be [A-Za-z0-9_.-]{1,128}: '" +
                             f.metadata[i].first + "'");

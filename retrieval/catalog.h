@@ -64,6 +64,10 @@ struct search_filter {
     bool empty() const { return collection.empty() && uri_prefix.empty() && metadata.empty(); }
 };
 
+// A metadata key a filter accepts ([A-Za-z0-9_.-], 1 to 128 bytes): keys are spliced into a JSON
+// path, so the charset keeps them inert; front ends check it to reject a bad key as bad usage.
+bool valid_metadata_key(const std::string& key);
+
 struct scored_chunk {
     int64_t chunk_id = 0;
     double score = 0;  // larger is better

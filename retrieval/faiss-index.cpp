@@ -363,7 +363,11 @@ std::unique_ptr<vector_index> vector_index::load(const std::string& path, int32_
     out->active_factory_ = active;
     out->removed_ = std::move(removed);
     auto* map = idmap(out->index_);
-    if (auto* h = dynamic_cast<faiss::IndexHNSW*>(map->index)) h->hnsw.efSearch = p.ef_search;
+    // The file holds the settings it was built with; later adds and searches follow today's.
+    if (auto* h = dynamic_cast<faiss::IndexHNSW*>(map->index)) {
+        h->hnsw.efSearch = p.ef_search;
+        h->hnsw.efConstruction = p.ef_construction;
+    }
     return out;
 }
 

@@ -1,5 +1,6 @@
 // `cacheblend search`: hybrid (BM25 + dense, reciprocal-rank fusion), dense or BM25 retrieval
-// over a data directory made by `ingest`; prints hits with their citation ranges.
+// over a data directory made by `ingest`, optionally restricted to documents by collection, uri
+// prefix or metadata; prints hits with their citation ranges.
 #include <cstdio>
 #include <iostream>
 
@@ -12,22 +13,25 @@ namespace cacheblend::cli {
 namespace {
 
 const command_spec& spec() {
-    static const command_spec s{
-        "search",
-        "search --data DIR QUERY [options]",
-        "Retrieve the chunks that best match QUERY.",
-        {
-            data_flag(),
-            model_flag(),
-            {"k", "K", "number of hits (default 5)"},
-            {"mode", "MODE", "hybrid (default), dense or bm25"},
-            {"collection", "C", "only documents of this collection"},
-            {"json", "", "print {\"hits\": [{uri, chunk_id, start, end, score, text}]}"},
-        },
-        1,
-        "start/end are byte offsets into the source file. Without an embedder, hybrid search "
-        "runs as BM25 and says so.",
-    };
+    static const command_spec s = [] {
+        command_spec c{
+            "search",
+            "search --data DIR QUERY [options]",
+            "Retrieve the chunks that best match QUERY.",
+            {
+                data_flag(),
+                model_flag(),
+                {"k", "K", "number of hits (default 5)"},
+                {"mode", "MODE", "hybrid (default), dense or bm25"},
+                {"json", "", "print {\"hits\": [{uri, chunk_id, start, end, score, text}]}"},
+            },
+            1,
+            "start/end are byte offsets into the source file. Without an embedder, hybrid search "
+            "runs as BM25 and says so. The filters apply to both retrievers before fusion.",
+        };
+        for (flag_spec& f : filter_flags()) c.flags.push_back(std::move(f));
+        return c;
+    }();
     return s;
 }
 
@@ -43,7 +47,7 @@ int run_search(const std::vector<std::string>& args) {
     if (!parse_search_mode(a.get_or("mode", "hybrid"), &sp.mode)) {
         throw usage_error("search: --mode must be hybrid, dense or bm25");
     }
-    sp.filter.collection = a.get_or("collection", "");
+    sp.filter = parse_filter_flags(a, "search");
     cli_corpus c = open_cli_corpus(a, "search");
     const search_result r = c.docs->search(a.positional()[0], sp);
     if (!r.notice.empty() && !json) {
