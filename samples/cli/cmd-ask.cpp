@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "answer-json.h"
 #include "cacheblend.h"
 #include "capi-util.h"
 #include "commands.h"
@@ -61,23 +62,8 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
     json_writer w(std::cout);
     w.begin_object();
     w.field("text", std::string(cbl_answer_text(answer)));
-    size_t n_tokens = 0;
-    const int32_t* tokens = cbl_answer_tokens(answer, &n_tokens);
-    w.key("tokens").begin_array();
-    for (size_t i = 0; i < n_tokens; ++i) w.value(tokens[i]);
-    w.end_array();
-    w.key("top_logprobs").begin_array();
-    for (size_t i = 0; i < cbl_answer_n_top_logprobs(answer); ++i) {
-        int32_t id = 0;
-        float lp = 0;
-        check(cbl_answer_top_logprob(answer, i, &id, &lp));
-        w.begin_object();
-        w.field("id", id);
-        w.field("text", token_text(model, id));
-        w.field("logprob", lp);
-        w.end_object();
-    }
-    w.end_array();
+    write_answer_tokens(w, answer);
+    write_answer_top_logprobs(w, answer, model);
 
     w.key("stats").begin_object();
     w.field("mode", std::string(mode_name(st.mode)));

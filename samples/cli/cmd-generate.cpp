@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "answer-json.h"
 #include "cacheblend.h"
 #include "capi-util.h"
 #include "commands.h"
@@ -93,27 +94,11 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
     json_writer w(std::cout);
     w.begin_object();
     w.field("text", std::string(cbl_answer_text(answer)));
-    size_t n = 0;
-    const int32_t* tokens = cbl_answer_tokens(answer, &n);
-    w.key("tokens").begin_array();
-    for (size_t i = 0; i < n; ++i) w.value(tokens[i]);
-    w.end_array();
+    write_answer_tokens(w, answer);
     w.key("prompt_tokens").begin_array();
     for (size_t i = 0; i < info.n_prompt; ++i) w.value(info.prompt[i]);
     w.end_array();
-    w.key("top_logprobs").begin_array();
-    for (size_t i = 0; i < cbl_answer_n_top_logprobs(answer); ++i) {
-        int32_t id = 0;
-        float lp = 0;
-        check(cbl_answer_top_logprob(answer, i, &id, &lp));
-        w.begin_object();
-        w.field("id", id);
-        // Special tokens as text, so a likely end-of-turn token shows as "<|im_end|>".
-        w.field("text", token_text(model, id));
-        w.field("logprob", lp);
-        w.end_object();
-    }
-    w.end_array();
+    write_answer_top_logprobs(w, answer, model);
     const double prefill_tps = st.prefill_ms > 0 ? 1000.0 * static_cast<double>(info.n_prompt) / st.prefill_ms : 0;
     w.key("stats").begin_object();
     w.field("prefill_ms", st.prefill_ms);

@@ -1,0 +1,14 @@
+// The answer fields that `generate` and `ask` print alike (DESIGN §8): `tokens` (generated ids)
+// and `top_logprobs` (first position: {id, text, logprob}), read through the C ABI.
+#pragma once
+
+#include "cacheblend.h"
+#include "json-writer.h"
+
+namespace cacheblend::cli {
+
+void write_answer_tokens(json_writer& w, const cbl_answer* answer);
+// Token texts keep special tokens visible, so a likely end-of-turn shows as "<|im_end|>".
+void write_answer_top_logprobs(json_writer& w, const cbl_answer* answer, const cbl_model* model);
+
+}  // namespace cacheblend::cli
