@@ -4,8 +4,9 @@
     python3 scripts/plot-sweep.py SUMMARY.json OUT.png
 
 Left: TTFT (mean, with the p50..p95 band) against the recompute ratio r, full prefill as a dashed
-line. Right: fidelity to full (answer F1 against full, first-token agreement) and answer F1
-against the gold answers, against r. reuse is plotted at r = 0. Also prints the table.
+line. Right: fidelity to full (answer F1 against full, first-token agreement, and first-token KL
+on a second axis) and answer F1 against the gold answers, against r. reuse is plotted at r = 0.
+Also prints the table.
 """
 import json
 import sys
@@ -73,7 +74,14 @@ def plot(summary, full, points, out_png):
     ax_q.set_xlabel("recompute ratio r (reuse at 0)")
     ax_q.set_ylim(0, 1.05)
     ax_q.set_title("Fidelity to full prefill")
-    ax_q.legend(fontsize=8)
+    # First-token KL against full on its own axis: the most sensitive of the three measures.
+    ax_k = ax_q.twinx()
+    ax_k.plot(rs, stat("first_token_kl"), "d--", color="tab:red", label="first-token KL (right)")
+    ax_k.set_ylabel("KL(full || mode) of the first token")
+    ax_k.set_ylim(bottom=0)
+    lines, labels = ax_q.get_legend_handles_labels()
+    lines_k, labels_k = ax_k.get_legend_handles_labels()
+    ax_q.legend(lines + lines_k, labels + labels_k, fontsize=8, loc="center right")
 
     fig.suptitle(f"CacheBlend sweep: {summary.get('records', '?')} records, "
                  f"{summary.get('threads', '?')} threads")
