@@ -258,7 +258,14 @@ blend_stats rag_session::prefill_chunks(const std::vector<std::string>& chunks,
             throw error(status::invalid_arg, fmt("prefill_chunks: chunk %zu has no text", i));
         }
     }
-    const blend_request req = build_blend_request(*model_, default_rag_prompt(chunks, question));
+    return prefill_prompt(default_rag_prompt(chunks, question));
+}
+
+blend_stats rag_session::prefill_prompt(const rag_prompt_text& text) {
+    sess_.clear_cancel();
+    pending_ = false;
+    if (text.chunks.empty()) throw error(status::invalid_arg, "prefill: no chunks");
+    const blend_request req = build_blend_request(*model_, text);
     prompt_ = req.preamble;
     for (const auto& c : req.chunks) prompt_.insert(prompt_.end(), c.begin(), c.end());
     prompt_.insert(prompt_.end(), req.question.begin(), req.question.end());
@@ -269,6 +276,17 @@ blend_stats rag_session::prefill_chunks(const std::vector<std::string>& chunks,
     engine().write_back_misses();
     pending_ = true;
     return st;
+}
+
+int64_t rag_session::precompute_prompt(const rag_prompt_text& text) {
+    sess_.clear_cancel();
+    const blend_request req = build_blend_request(*model_, text);
+    int64_t computed = 0;
+    for (const auto& c : req.chunks) {
+        sess_.throw_if_cancelled();
+        if (engine().precompute_chunk(req.preamble, c)) ++computed;
+    }
+    return computed;
 }
 
 double rag_session::prefill_tokens(const std::vector<token_id>& tokens) {

@@ -19,6 +19,7 @@
 #include "core/blend.h"
 #include "core/kv-store.h"
 #include "core/model.h"
+#include "core/rag-prompt.h"
 #include "core/session.h"
 #include "retrieval/ingest.h"
 
@@ -117,6 +118,10 @@ public:
     // [P][chunks][Q] in the default RAG format; the logits wait for generate(). Misses are written
     // back before returning (outside the timed prefill).
     blend_stats prefill_chunks(const std::vector<std::string>& chunks, const std::string& question);
+    // The same for any prompt layout (rag-prompt.h): the experimental C API's prefill.
+    blend_stats prefill_prompt(const rag_prompt_text& text);
+    // Stores the KV of each of the prompt's chunks that the store lacks; returns how many.
+    int64_t precompute_prompt(const rag_prompt_text& text);
     // Plain prefill of a whole prompt (no chunk reuse): the logits wait for generate().
     // Returns the prefill time in ms.
     double prefill_tokens(const std::vector<token_id>& tokens);
@@ -127,6 +132,8 @@ public:
                         bool parse_special);
     // The prompt of the last prefill (any kind).
     const std::vector<token_id>& prompt_tokens() const { return prompt_; }
+    // Next-token logits of the last prefill (kept after generate()); empty before any.
+    const std::vector<float>& last_logits() const { return pending_logits_; }
 
     // Once per prefill_* (status::misuse otherwise).
     generation_result generate(const generation_params& gp, const token_callback& on_token);

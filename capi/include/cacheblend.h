@@ -287,6 +287,12 @@ typedef struct cbl_search_params {
     int32_t mode;            /* CBL_SEARCH_* */
     const char *collection;  /* NULL = every collection */
     const char *uri_prefix;  /* NULL = every document; else only uris starting with it */
+    /* Metadata filter (@since 0.1): only documents whose metadata holds metadata_values[i] under
+     * metadata_keys[i] for every i < n_metadata (keys: 1 to 128 of [A-Za-z0-9_.-]; files carry
+     * "kind" = text|markdown|html and "path"). */
+    const char *const *metadata_keys;
+    const char *const *metadata_values;
+    size_t n_metadata;
     /* new fields are appended here only */
 } cbl_search_params;
 
@@ -324,6 +330,9 @@ CBL_API size_t cbl_results_count(const cbl_results *results);
 CBL_API cbl_status cbl_results_hit(const cbl_results *results, size_t i, cbl_hit *out_hit);
 /** What the retriever changed, e.g. dense search skipped without an embedder ("" if nothing). */
 CBL_API const char *cbl_results_notice(const cbl_results *results);
+/** The CBL_SEARCH_* that ran: hybrid falls back to BM25 without an embedder (0 for NULL).
+ *  @since 0.1 */
+CBL_API int32_t cbl_results_mode(const cbl_results *results);
 /** NULL is a no-op. @since 0.1 */
 CBL_API void cbl_results_free(cbl_results *results);
 
@@ -421,6 +430,9 @@ typedef struct cbl_ask_params {
     void *user_data;
     bool compare_full;       /* also time the same prompt in CBL_MODE_FULL (stats.full_ttft_ms) */
     int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
+    const char *const *metadata_keys;    /* metadata filter, as in cbl_search_params */
+    const char *const *metadata_values;
+    size_t n_metadata;
     /* new fields are appended here only */
 } cbl_ask_params;
 

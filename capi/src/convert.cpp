@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "retrieval/catalog.h"
 
 namespace cacheblend::capi {
 namespace {
@@ -53,6 +54,10 @@ void to_core(const char* fn, const cbl_session_params& in, const model& m, int32
     }
     sp->n_threads = in.n_threads > 0 ? in.n_threads : runtime_threads;
     sp->n_ctx = in.n_ctx > 0 ? in.n_ctx : std::min(n_train, 8192);
+    to_core_blend(fn, in, bp);
+}
+
+void to_core_blend(const char* fn, const cbl_session_params& in, blend_params* bp) {
     switch (in.mode) {
         case CBL_MODE_DEFAULT:
         case CBL_MODE_BLEND: bp->mode = blend_mode::blend; break;
@@ -93,10 +98,19 @@ void apply_sampling(const char* fn, int32_t top_k, float top_p, float min_p, sam
     if (min_p != 0.f) s->min_p = min_p < 0.f ? 0.f : min_p;
 }
 
-search_filter to_filter(const char* collection, const char* uri_prefix) {
+search_filter to_filter(const char* fn, const char* collection, const char* uri_prefix,
+                        const char* const* keys, const char* const* values, size_t n) {
     search_filter f;
     if (collection) f.collection = collection;
     if (uri_prefix) f.uri_prefix = uri_prefix;
+    if (n > 0 && (!keys || !values)) bad(fn, "metadata_keys and metadata_values are required");
+    for (size_t i = 0; i < n; ++i) {
+        if (!keys[i] || !values[i]) bad(fn, fmt("metadata filter %zu: NULL key or value", i));
+        if (!valid_metadata_key(keys[i])) {
+            bad(fn, fmt("metadata key '%s' must be 1 to 128 of [A-Za-z0-9_.-]", keys[i]));
+        }
+        f.metadata.emplace_back(keys[i], values[i]);
+    }
     return f;
 }
 

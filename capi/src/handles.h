@@ -29,6 +29,7 @@ struct cbl_kvstore {
 struct cbl_results {
     std::vector<cacheblend::search_hit> hits;
     std::string notice;
+    int32_t mode = 0;  // CBL_SEARCH_* that ran
 };
 
 struct cbl_answer {

@@ -214,15 +214,19 @@ cbl_status cbl_runtime_search(cbl_runtime* runtime, const char* query,
         cacheblend::search_params sp;
         if (p.k > 0) sp.k = p.k;
         sp.mode = cacheblend::capi::to_search_mode(__func__, p.mode);
-        sp.filter = cacheblend::capi::to_filter(p.collection, p.uri_prefix);
+        sp.filter = cacheblend::capi::to_filter(
+            __func__, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
         cacheblend::search_result r = runtime->rt->search(query, sp);
         auto h = std::make_unique<cbl_results>();
         h->hits = std::move(r.hits);
         h->notice = std::move(r.notice);
+        h->mode = cacheblend::capi::search_code(r.mode);
         *out_results = h.release();
         return CBL_OK;
     });
 }
+
+int32_t cbl_results_mode(const cbl_results* results) { return results ? results->mode : 0; }
 
 size_t cbl_results_count(const cbl_results* results) { return results ? results->hits.size() : 0; }
 

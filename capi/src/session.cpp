@@ -4,40 +4,20 @@
 #include <string>
 #include <vector>
 
+#include "capi/src/busy.h"
 #include "capi/src/convert.h"
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
 #include "core/error.h"
 
+using cacheblend::capi::busy_error;
+using cacheblend::capi::busy_scope;
 using cacheblend::capi::invalid;
 using cacheblend::capi::read_params;
 using cacheblend::capi::write_out;
 
 namespace {
-
-// Holds the session's busy flag for one call; a second concurrent call (or a callback calling
-// back into its own session) finds it taken.
-class busy_scope {
-public:
-    explicit busy_scope(cbl_session* s) : s_(s), ok_(!s->busy.exchange(true)) {}
-    ~busy_scope() {
-        if (ok_) s_->busy.store(false);
-    }
-    busy_scope(const busy_scope&) = delete;
-    busy_scope& operator=(const busy_scope&) = delete;
-    bool ok() const { return ok_; }
-
-private:
-    cbl_session* s_;
-    bool ok_;
-};
-
-cbl_status busy_error(const char* fn) {
-    return cacheblend::capi::set_error(
-        CBL_MISUSE, std::string(fn) + ": the session is serving another call (one call at a time "
-                                      "per session; callbacks must not call into their session)");
-}
 
 cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model> m,
                         std::shared_ptr<cacheblend::kv_store> kv, int32_t runtime_threads,
@@ -133,7 +113,8 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
         cacheblend::ask_params ap;
         if (p.k > 0) ap.search.k = p.k;
         ap.search.mode = cacheblend::capi::to_search_mode(__func__, p.search_mode);
-        ap.search.filter = cacheblend::capi::to_filter(p.collection, p.uri_prefix);
+        ap.search.filter = cacheblend::capi::to_filter(
+            __func__, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
         ap.gen = cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
         ap.compare_full = p.compare_full;
         if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");

@@ -27,4 +27,23 @@ void write_answer_top_logprobs(json_writer& w, const cbl_answer* answer, const c
     w.end_array();
 }
 
+void write_blend_stats(json_writer& w, const cbl_stats& s) {
+    w.field("mode", std::string(mode_name(s.mode)));
+    w.field("ratio", s.ratio);
+    w.field("ttft_ms", s.ttft_ms);
+    w.field("load_ms", s.load_ms);
+    w.field("select_ms", s.select_ms);
+    w.field("compute_ms", s.compute_ms);
+    w.field("tokens_total", s.prompt_tokens);
+    w.field("tokens_reused", s.tokens_reused);
+    w.field("tokens_recomputed", s.tokens_recomputed);
+    w.field("tokens_missed", s.tokens_missed);
+    w.field("bytes_loaded", s.bytes_loaded);
+    w.field("decode_tokens_per_s", s.decode_tokens_per_s);
+    w.field("prefill_ms", s.prefill_ms);
+    w.field("load_wait_ms", s.load_wait_ms);
+    w.field("chunks_hit", s.chunks_hit);
+    w.field("chunks_missed", s.chunks_missed);
+}
+
 }  // namespace cacheblend::cli

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 
-#include "core/error.h"
 
 namespace cacheblend::cli {
 
@@ -72,85 +72,80 @@ std::vector<double> parse_double_list(const std::string& flag, const std::string
     return out;
 }
 
-void apply_blend_tuning(const parsed_args& a, blend_params* p) {
+cbl_x_blend_params blend_tuning::params(int32_t mode, float ratio, bool auto_ratio) const {
+    cbl_x_blend_params p;
+    cbl_x_blend_params_init(&p);
+    p.mode = mode;
+    p.recompute_ratio = ratio;
+    p.auto_ratio = auto_ratio;
+    p.kv_format = kv_format;
+    p.deviation = deviation;
+    if (!check_layers.empty()) {
+        p.check_layers = check_layers.data();
+        p.n_check_layers = check_layers.size();
+    }
+    if (!check_ratios.empty()) p.check_ratios = check_ratios.data();
+    return p;
+}
+
+blend_tuning parse_blend_tuning(const parsed_args& a) {
+    blend_tuning t;
     if (a.has("check-layers")) {
-        p->check_layers.clear();
         for (int64_t l : a.get_int_list("check-layers", "1", 1, 1 << 20)) {
-            p->check_layers.push_back(static_cast<int32_t>(l));
+            t.check_layers.push_back(static_cast<int32_t>(l));
         }
     }
     if (auto s = a.get("check-ratios")) {
-        p->check_ratios.clear();
         for (double r : parse_double_list("check-ratios", *s, 0.0, 1.0)) {
-            p->check_ratios.push_back(static_cast<float>(r));
+            t.check_ratios.push_back(static_cast<float>(r));
         }
-        if (p->check_ratios.size() != p->check_layers.size()) {
+        const size_t n_layers = t.check_layers.empty() ? 1 : t.check_layers.size();
+        if (t.check_ratios.size() != n_layers) {
             throw usage_error("--check-ratios: give one ratio per check layer (" +
-                              std::to_string(p->check_layers.size()) + ")");
+                              std::to_string(n_layers) + ")");
         }
     }
     if (auto d = a.get("deviation")) {
         if (*d == "v") {
-            p->deviation = deviation_kind::v;
+            t.deviation = CBL_X_DEVIATION_V;
         } else if (*d == "k") {
-            p->deviation = deviation_kind::k;
+            t.deviation = CBL_X_DEVIATION_K;
         } else if (*d == "kv") {
-            p->deviation = deviation_kind::kv;
+            t.deviation = CBL_X_DEVIATION_KV;
         } else {
             throw usage_error("--deviation: expected v, k or kv, got '" + *d + "'");
         }
     }
     if (auto f = a.get("kv-format")) {
-        if (*f == "f16") {
-            p->format = kv_format::f16;
-        } else if (*f == "q8") {
-            p->format = kv_format::q8;
-        } else {
+        if (!parse_kv_format(*f, &t.kv_format)) {
             throw usage_error("--kv-format: expected f16 or q8, got '" + *f + "'");
         }
     }
+    return t;
 }
 
-std::shared_ptr<kv_store> open_store(const parsed_args& a) {
-    kv_store_params kp;
-    kp.dir = a.has("store") ? *a.get("store") : default_kv_store_dir();
-    if (kp.dir.empty()) throw usage_error("--store: empty path");
+kvstore_ptr open_store(const parsed_args& a, std::string* dir) {
+    *dir = a.has("store") ? *a.get("store") : default_kv_store_dir();
+    if (dir->empty()) throw usage_error("--store: empty path");
+    cbl_kvstore_params kp;
+    cbl_kvstore_params_init(&kp);
     kp.direct_io = a.has("direct-io");
-    return kv_store::open(kp);
-}
-
-void write_blend_stats(json_writer& w, const blend_stats& s, double ttft_ms,
-                       double decode_tokens_per_s) {
-    w.field("mode", s.mode);
-    w.field("ratio", s.ratio);
-    w.field("ttft_ms", ttft_ms);
-    w.field("load_ms", s.load_ms);
-    w.field("select_ms", s.select_ms);
-    w.field("compute_ms", s.compute_ms);
-    w.field("tokens_total", s.tokens_total);
-    w.field("tokens_reused", s.tokens_reused);
-    w.field("tokens_recomputed", s.tokens_recomputed);
-    w.field("tokens_missed", s.tokens_missed);
-    w.field("bytes_loaded", static_cast<uint64_t>(s.bytes_loaded));
-    w.field("decode_tokens_per_s", decode_tokens_per_s);
-    w.field("prefill_ms", s.ttft_ms);
-    w.field("load_wait_ms", s.load_wait_ms);
-    w.field("chunks_hit", s.chunks_hit);
-    w.field("chunks_missed", s.chunks_missed);
-    if (!s.fallback_reason.empty()) w.field("fallback_reason", s.fallback_reason);
+    cbl_kvstore* kv = nullptr;
+    check(cbl_kvstore_open(dir->c_str(), &kp, &kv));
+    return kvstore_ptr(kv);
 }
 
 std::string read_text_file(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
-        throw error(status::io, "cannot open " + path + ": " + std::strerror(errno));
+        throw capi_error(CBL_IO, "cannot open " + path + ": " + std::strerror(errno));
     }
-    if (S_ISDIR(st.st_mode)) throw error(status::io, path + " is a directory, not a file");
+    if (S_ISDIR(st.st_mode)) throw capi_error(CBL_IO, path + " is a directory, not a file");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw error(status::io, "cannot open " + path + ": " + std::strerror(errno));
+    if (!in) throw capi_error(CBL_IO, "cannot open " + path + ": " + std::strerror(errno));
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (in.bad()) throw error(status::io_read, "cannot read " + path);
+    if (in.bad()) throw capi_error(CBL_IO_READ, "cannot read " + path);
     return ss.str();
 }
 

@@ -1,15 +1,14 @@
 // Helpers shared by `cacheblend blend` and `cacheblend eval`: the KV store location, the blending
-// flags and their parsing, and the stats object of DESIGN §8.
+// flags and their parsing into the experimental C API's knobs, reading chunk files.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "args.h"
-#include "core/blend.h"
-#include "core/kv-store.h"
-#include "json-writer.h"
+#include "cacheblend.h"
+#include "cacheblend_experimental.h"
+#include "capi-util.h"
 
 namespace cacheblend::cli {
 
@@ -22,21 +21,26 @@ flag_spec direct_io_flag();
 // --check-layers, --check-ratios, --deviation, --kv-format (shared by blend and eval).
 std::vector<flag_spec> blend_tuning_flags();
 
-// Fills check layers, check ratios, deviation and KV format from the flags above.
-void apply_blend_tuning(const parsed_args& a, blend_params* p);
+// What those flags set; params() points into this object, so keep it alive while they are used.
+struct blend_tuning {
+    std::vector<int32_t> check_layers;
+    std::vector<float> check_ratios;
+    int32_t deviation = CBL_X_DEVIATION_DEFAULT;
+    int32_t kv_format = CBL_KV_DEFAULT;
+
+    // The knobs for one run of `mode` at `ratio`.
+    cbl_x_blend_params params(int32_t mode, float ratio, bool auto_ratio = false) const;
+};
+blend_tuning parse_blend_tuning(const parsed_args& a);
 
 // Comma-separated numbers within [min, max], e.g. "0.3,0.15"; usage_error otherwise.
 std::vector<double> parse_double_list(const std::string& flag, const std::string& text,
                                       double min, double max);
 
-// Opens --store (or the default) for the engine; --direct-io when the command declares it.
-std::shared_ptr<kv_store> open_store(const parsed_args& a);
+// Opens --store (or the default) for the engine, with --direct-io when the command declares it.
+kvstore_ptr open_store(const parsed_args& a, std::string* dir);
 
-// The `stats` object of `blend` / `ask` (DESIGN §8 names; extra fields after them).
-void write_blend_stats(json_writer& w, const blend_stats& s, double ttft_ms,
-                       double decode_tokens_per_s);
-
-// The whole file as bytes; cacheblend::error(status::io) naming the path when unreadable.
+// The whole file as bytes; capi_error(CBL_IO) naming the path when unreadable.
 std::string read_text_file(const std::string& path);
 
 }  // namespace cacheblend::cli

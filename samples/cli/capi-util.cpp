@@ -1,5 +1,8 @@
 #include "capi-util.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace cacheblend::cli {
 
 const char* mode_name(int32_t mode) {
@@ -61,6 +64,17 @@ std::string token_text(const cbl_model* m, int32_t token) {
     std::string s(n, '\0');
     if (n > 0 && cbl_token_to_piece(m, token, &s[0], n, &n) != CBL_OK) return "";
     return s;
+}
+
+model_ptr load_model(const std::string& path) {
+    cbl_model* m = nullptr;
+    check(cbl_model_load(path.empty() ? nullptr : path.c_str(), nullptr, &m));
+    return model_ptr(m);
+}
+
+int32_t default_thread_count() {
+    const unsigned hc = std::thread::hardware_concurrency();
+    return static_cast<int32_t>(std::clamp(hc == 0 ? 4u : hc, 1u, 16u));
 }
 
 }  // namespace cacheblend::cli

@@ -35,6 +35,12 @@ using session_ptr = std::unique_ptr<cbl_session, capi_deleter<cbl_session, cbl_s
 using answer_ptr = std::unique_ptr<cbl_answer, capi_deleter<cbl_answer, cbl_answer_free>>;
 using results_ptr = std::unique_ptr<cbl_results, capi_deleter<cbl_results, cbl_results_free>>;
 using model_ptr = std::unique_ptr<cbl_model, capi_deleter<cbl_model, cbl_model_free>>;
+using kvstore_ptr = std::unique_ptr<cbl_kvstore, capi_deleter<cbl_kvstore, cbl_kvstore_free>>;
+
+// Loads a model through the C ABI; "" = the default model ($CBL_MODEL or the user cache).
+model_ptr load_model(const std::string& path);
+// The library's default thread count (all cores, 1 to 16): what a 0 in a params struct means.
+int32_t default_thread_count();
 
 const char* mode_name(int32_t mode);          // CBL_MODE_* -> "full", "blend", ...
 bool parse_mode(const std::string& s, int32_t* out);

@@ -13,41 +13,44 @@
 #include "cacheblend.h"
 #include "capi-util.h"
 #include "commands.h"
+#include "corpus-common.h"
 #include "json-writer.h"
 
 namespace cacheblend::cli {
 namespace {
 
 const command_spec& spec() {
-    static const command_spec s{
-        "ask",
-        "ask --data DIR QUESTION [options]",
-        "Retrieve the chunks that best match QUESTION and answer from them, reusing each\n"
-        "chunk's cached KV (CacheBlend). Streams the answer to stdout, then citations; stats\n"
-        "go to stderr. --json prints one JSON object instead.",
-        {
-            data_flag(),
-            model_flag(),
-            {"k", "K", "number of chunks to retrieve (default 4)"},
-            {"mode", "M", "full, prefix, reuse or blend (default blend)"},
-            {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
-            {"kv-format", "F", "chunk KV format in the store: f16 (default) or q8"},
-            {"search", "S", "hybrid (default), dense or bm25"},
-            {"collection", "C", "only documents of this collection"},
-            {"uri-prefix", "P", "only documents whose uri (file path) starts with P"},
-            {"max-tokens", "N", "maximum tokens to generate (default 128)"},
-            {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
-            {"ctx", "N", "session context in tokens (default: the model's, at most 8192)"},
-            {"threads", "N", "CPU threads (default: all cores)"},
-            {"compare-full", "", "also run the same prompt in full mode and report the speed-up"},
-            {"json", "", "print one JSON object instead of streaming"},
-        },
-        1,
-        "The prompt is preamble + chunks (best first) + question in the model's chat template.\n"
-        "Chunks that do not fit the context (with room for --max-tokens) are dropped,\n"
-        "lowest-ranked first, and counted in stats.chunks_dropped. Citations are byte ranges\n"
-        "in the source files. Generation is greedy.",
-    };
+    static const command_spec s = [] {
+        command_spec c{
+            "ask",
+            "ask --data DIR QUESTION [options]",
+            "Retrieve the chunks that best match QUESTION and answer from them, reusing each\n"
+            "chunk's cached KV (CacheBlend). Streams the answer to stdout, then citations; stats\n"
+            "go to stderr. --json prints one JSON object instead.",
+            {
+                data_flag(),
+                model_flag(),
+                {"k", "K", "number of chunks to retrieve (default 4)"},
+                {"mode", "M", "full, prefix, reuse or blend (default blend)"},
+                {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
+                {"kv-format", "F", "chunk KV format in the store: f16 (default) or q8"},
+                {"search", "S", "hybrid (default), dense or bm25"},
+                {"max-tokens", "N", "maximum tokens to generate (default 128)"},
+                {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
+                {"ctx", "N", "session context in tokens (default: the model's, at most 8192)"},
+                {"threads", "N", "CPU threads (default: all cores)"},
+                {"compare-full", "", "also run the same prompt in full mode and report the speed-up"},
+                {"json", "", "print one JSON object instead of streaming"},
+            },
+            1,
+            "The prompt is preamble + chunks (best first) + question in the model's chat template.\n"
+            "Chunks that do not fit the context (with room for --max-tokens) are dropped,\n"
+            "lowest-ranked first, and counted in stats.chunks_dropped. Citations are byte ranges\n"
+            "in the source files. Generation is greedy.",
+        };
+        for (flag_spec& f : filter_flags()) c.flags.push_back(std::move(f));
+        return c;
+    }();
     return s;
 }
 
@@ -66,22 +69,7 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
     write_answer_top_logprobs(w, answer, model);
 
     w.key("stats").begin_object();
-    w.field("mode", std::string(mode_name(st.mode)));
-    w.field("ratio", st.ratio);
-    w.field("ttft_ms", st.ttft_ms);
-    w.field("load_ms", st.load_ms);
-    w.field("select_ms", st.select_ms);
-    w.field("compute_ms", st.compute_ms);
-    w.field("tokens_total", st.prompt_tokens);
-    w.field("tokens_reused", st.tokens_reused);
-    w.field("tokens_recomputed", st.tokens_recomputed);
-    w.field("tokens_missed", st.tokens_missed);
-    w.field("bytes_loaded", st.bytes_loaded);
-    w.field("decode_tokens_per_s", st.decode_tokens_per_s);
-    w.field("prefill_ms", st.prefill_ms);
-    w.field("load_wait_ms", st.load_wait_ms);
-    w.field("chunks_hit", st.chunks_hit);
-    w.field("chunks_missed", st.chunks_missed);
+    write_blend_stats(w, st);
     w.field("chunks_used", st.chunks_used);
     w.field("chunks_dropped", st.chunks_dropped);
     w.field("prompt_tokens", st.prompt_tokens);
@@ -195,10 +183,12 @@ int run_ask(const std::vector<std::string>& args) {
     if (!parse_search(a.get_or("search", "hybrid"), &ap.search_mode)) {
         throw usage_error("ask: --search must be hybrid, dense or bm25");
     }
-    const std::string collection = a.get_or("collection", "");
-    const std::string uri_prefix = a.get_or("uri-prefix", "");
-    if (!collection.empty()) ap.collection = collection.c_str();
-    if (!uri_prefix.empty()) ap.uri_prefix = uri_prefix.c_str();
+    const doc_filter filter = parse_filter_flags(a, "ask");
+    ap.collection = filter.collection_or_null();
+    ap.uri_prefix = filter.uri_prefix_or_null();
+    ap.metadata_keys = filter.key_ptrs.data();
+    ap.metadata_values = filter.value_ptrs.data();
+    ap.n_metadata = filter.key_ptrs.size();
     ap.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));
     ap.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
     ap.compare_full = a.has("compare-full");

@@ -1,17 +1,19 @@
 // `cacheblend blend`: answers a question from document chunks with a blended prefill (DESIGN §4,
-// §8). Chunk KV comes from the store; a chunk that is not there yet is computed inside the request
+// §8), through the C ABI and its experimental knobs (cacheblend_experimental.h). Chunk KV comes from the store; a chunk that is not there yet is computed inside the request
 // (honest cold TTFT) and stored after the answer, so the next run is warm. --warm precomputes
 // missing chunks before the timed request instead.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <limits>
 
+#include "answer-json.h"
 #include "blend-common.h"
+#include "cacheblend.h"
+#include "cacheblend_experimental.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "model-common.h"
-#include "core/error.h"
-#include "core/rag-prompt.h"
 #include "json-writer.h"
 #include "progress-bar.h"
 
@@ -61,58 +63,56 @@ const command_spec& spec() {
     return s;
 }
 
-void write_json(const generation_result& r, const blend_stats& st, const tokenizer& vocab,
-                int64_t prompt_tokens, int32_t threads, int32_t n_ctx, double warm_ms,
-                double store_ms) {
+void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st,
+                int32_t threads, double warm_ms, double store_ms) {
     json_writer w(std::cout);
     w.begin_object();
-    w.field("text", r.text);
-    w.key("tokens").begin_array();
-    for (token_id t : r.tokens) w.value(t);
-    w.end_array();
-    w.key("top_logprobs").begin_array();
-    for (const auto& [id, lp] : r.top_logprobs) {
-        w.begin_object();
-        w.field("id", id);
-        w.field("text", vocab.token_to_piece(id, true));
-        w.field("logprob", lp);
-        w.end_object();
-    }
-    w.end_array();
+    w.field("text", std::string(cbl_answer_text(answer)));
+    write_answer_tokens(w, answer);
+    write_answer_top_logprobs(w, answer, model);
     w.key("stats").begin_object();
-    write_blend_stats(w, st, r.stats.ttft_ms, r.stats.decode_tokens_per_s);
-    w.field("prompt_tokens", prompt_tokens);
-    w.field("generated_tokens", r.stats.generated_tokens);
-    w.field("stop_reason", r.stop_reason);
+    write_blend_stats(w, st);
+    if (st.notice && *st.notice) w.field("fallback_reason", std::string(st.notice));
+    w.field("prompt_tokens", st.prompt_tokens);
+    w.field("generated_tokens", st.generated_tokens);
+    w.field("stop_reason", std::string(stop_name(st.stop_reason)));
     w.field("warm_ms", warm_ms);
     w.field("store_ms", store_ms);
     w.field("threads", threads);
-    w.field("n_ctx", n_ctx);
+    w.field("n_ctx", st.n_ctx);
     w.end_object();
     w.end_object();
     std::cout << "\n";
 }
 
-void print_stats(const generation_result& r, const blend_stats& st, const tokenizer& vocab) {
+void print_stats(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st) {
     std::fprintf(stderr,
                  "mode %s, r = %.3g | TTFT %.1f ms (load %.1f, select %.1f, compute %.1f) | "
                  "%lld tokens: %lld reused, %lld recomputed, %lld missed | %.2f MiB loaded | "
                  "decode %.1f tok/s | stop: %s\n",
-                 st.mode.c_str(), static_cast<double>(st.ratio), r.stats.ttft_ms, st.load_ms,
-                 st.select_ms, st.compute_ms, static_cast<long long>(st.tokens_total),
+                 mode_name(st.mode), static_cast<double>(st.ratio), st.ttft_ms, st.load_ms,
+                 st.select_ms, st.compute_ms, static_cast<long long>(st.prompt_tokens),
                  static_cast<long long>(st.tokens_reused),
                  static_cast<long long>(st.tokens_recomputed),
                  static_cast<long long>(st.tokens_missed),
-                 static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0),
-                 r.stats.decode_tokens_per_s, r.stop_reason.c_str());
-    if (!st.fallback_reason.empty()) std::fprintf(stderr, "note: %s\n", st.fallback_reason.c_str());
-    if (!r.top_logprobs.empty()) {
-        std::fprintf(stderr, "first-token top logprobs:\n");
-        for (const auto& [id, lp] : r.top_logprobs) {
-            std::fprintf(stderr, "  %9.4f  %6d  %s\n", lp, id,
-                         printable(vocab.token_to_piece(id, true)).c_str());
-        }
+                 static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0), st.decode_tokens_per_s,
+                 stop_name(st.stop_reason));
+    if (st.notice && *st.notice) std::fprintf(stderr, "note: %s\n", st.notice);
+    const size_t n_top = cbl_answer_n_top_logprobs(answer);
+    if (n_top > 0) std::fprintf(stderr, "first-token top logprobs:\n");
+    for (size_t i = 0; i < n_top; ++i) {
+        int32_t id = 0;
+        float lp = 0;
+        check(cbl_answer_top_logprob(answer, i, &id, &lp));
+        std::fprintf(stderr, "  %9.4f  %6d  %s\n", static_cast<double>(lp), id,
+                     printable(token_text(model, id)).c_str());
     }
+}
+
+bool stream_to_stdout(const char* piece, size_t len, int32_t, void*) {
+    std::fwrite(piece, 1, len, stdout);
+    std::fflush(stdout);
+    return true;
 }
 
 }  // namespace
@@ -126,19 +126,18 @@ int run_blend(const std::vector<std::string>& args) {
     if (chunk_files.empty()) throw usage_error("blend: at least one --chunk FILE is required");
     const auto question = a.get("question");
     if (!question || question->empty()) throw usage_error("blend: --question is required");
-    blend_params bp;
-    const std::string mode = a.get_or("mode", "blend");
-    if (!parse_blend_mode(mode, &bp.mode)) {
-        throw usage_error("--mode: expected full, prefix, reuse or blend, got '" + mode + "'");
+    int32_t mode = CBL_MODE_BLEND;
+    const std::string mode_text = a.get_or("mode", "blend");
+    if (!parse_mode(mode_text, &mode)) {
+        throw usage_error("--mode: expected full, prefix, reuse or blend, got '" + mode_text + "'");
     }
-    if (a.get_or("ratio", "") == "auto") {
-        bp.ratio_auto = true;
-    } else {
-        bp.ratio = static_cast<float>(a.get_double("ratio", bp.ratio, 0.0, 1.0));
-    }
-    apply_blend_tuning(a, &bp);
+    const bool ratio_auto = a.get_or("ratio", "") == "auto";
+    const auto ratio =
+        ratio_auto ? 0.15f : static_cast<float>(a.get_double("ratio", 0.15, 0.0, 1.0));
+    const blend_tuning tuning = parse_blend_tuning(a);
     constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
-    generation_params gp;
+    cbl_generate_params gp;
+    cbl_generate_params_init(&gp);
     gp.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 0, 1 << 24));
     gp.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
     const auto threads =
@@ -148,68 +147,82 @@ int run_blend(const std::vector<std::string>& args) {
     for (const std::string& f : chunk_files) {
         passages.push_back(read_text_file(f));
         if (passages.back().find_first_not_of(" \t\r\n") == std::string::npos) {
-            throw error(status::invalid_arg, "chunk file " + f + " is empty");
+            throw capi_error(CBL_INVALID_ARG, "chunk file " + f + " is empty");
         }
     }
-
-    const std::shared_ptr<const model> m = load_model(a, false);
-    const tokenizer& vocab = m->vocab();
-    const blend_request req = build_blend_request(*m, default_rag_prompt(passages, *question));
-    const int64_t n_prompt = request_tokens(req);
-    const int64_t n_train = m->hparams().n_ctx_train;
-    if (n_prompt > n_train) {
-        throw error(status::range,
-                    fmt("the prompt has %lld tokens (%zu chunks) but the model's context holds "
-                        "%lld: pass fewer or shorter chunks",
-                        static_cast<long long>(n_prompt), req.chunks.size(),
-                        static_cast<long long>(n_train)));
+    std::vector<const char*> chunk_ptrs;
+    std::vector<size_t> chunk_lens;
+    for (const std::string& p : passages) {
+        chunk_ptrs.push_back(p.data());
+        chunk_lens.push_back(p.size());
     }
-    gp.top_logprobs = std::min(gp.top_logprobs, m->hparams().n_vocab);
+    cbl_x_prompt prompt;
+    cbl_x_prompt_init(&prompt);
+    prompt.format = CBL_X_PROMPT_CHUNKS;
+    prompt.chunks = chunk_ptrs.data();
+    prompt.lens = chunk_lens.data();
+    prompt.n_chunks = chunk_ptrs.size();
+    prompt.question = question->c_str();
 
-    session_params sp;
+    std::string store_dir;
+    const kvstore_ptr store = open_store(a, &store_dir);
+    const model_ptr m = load_model(a.get_or("model", ""));
+    size_t n_prompt = 0;
+    check(cbl_x_prompt_tokens(m.get(), &prompt, &n_prompt));
+    const auto n_train = static_cast<size_t>(cbl_model_n_ctx_train(m.get()));
+    if (n_prompt > n_train) {
+        throw capi_error(CBL_RANGE, "the prompt has " + std::to_string(n_prompt) + " tokens (" +
+                                        std::to_string(passages.size()) +
+                                        " chunks) but the model's context holds " +
+                                        std::to_string(n_train) +
+                                        ": pass fewer or shorter chunks");
+    }
+    gp.top_logprobs = std::min(gp.top_logprobs, cbl_model_n_vocab(m.get()));
+
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
     // Sized to the request: a full training context would cost memory and start-up time.
-    sp.n_ctx = static_cast<int32_t>(std::min(n_prompt + gp.max_tokens, n_train));
+    sp.n_ctx = static_cast<int32_t>(
+        std::min(n_prompt + static_cast<size_t>(std::max(gp.max_tokens, 1)), n_train));
     sp.n_threads = threads;
-    session sess(m, sp);
-    blend_engine engine(sess, open_store(a), bp);
+    cbl_session* s_raw = nullptr;
+    check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
+    const session_ptr sess(s_raw);
+    const cbl_x_blend_params bp = tuning.params(mode, ratio, ratio_auto);
+    check(cbl_x_session_set_blend(sess.get(), &bp));
 
     double warm_ms = 0;
     if (a.has("warm")) {
         const auto t = clock_type::now();
-        progress_bar bar("precomputing chunks", static_cast<int64_t>(req.chunks.size()), !json);
-        for (size_t i = 0; i < req.chunks.size(); ++i) {
-            engine.precompute_chunk(req.preamble, req.chunks[i]);
-            bar.update(static_cast<int64_t>(i + 1));
-        }
+        progress_bar bar("precomputing chunks", 1, !json);
+        check(cbl_x_session_precompute_prompt(sess.get(), &prompt, nullptr));
+        bar.update(1);
         bar.finish();
         warm_ms = ms_between(t, clock_type::now());
     }
 
-    const token_callback on_token = [json](token_id, const std::string& piece) {
-        if (!json) {
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-        }
-        return true;
-    };
-    blend_stats st;
-    const auto t_request = clock_type::now();
-    const std::vector<float>& logits = engine.prefill(req, &st);
-    const generation_result r = sess.generate_after_prefill(logits, gp, on_token, t_request);
+    if (!json) gp.on_token = stream_to_stdout;
+    check(cbl_x_session_prefill_prompt(sess.get(), &prompt, nullptr));
+    cbl_answer* a_raw = nullptr;
+    check(cbl_session_generate(sess.get(), &gp, &a_raw));
+    const answer_ptr answer(a_raw);
 
     // Store what this request computed from scratch, outside the timed path, so the next run
     // finds every chunk (full and prefix modes look up none or only the first one).
     const auto t_store = clock_type::now();
-    engine.write_back_misses();
-    for (const auto& c : req.chunks) engine.precompute_chunk(req.preamble, c);
+    check(cbl_x_session_precompute_prompt(sess.get(), &prompt, nullptr));
     const double store_ms = ms_between(t_store, clock_type::now());
 
+    cbl_stats st;
+    cbl_stats_init(&st);
+    check(cbl_answer_stats(answer.get(), &st));
     if (json) {
-        write_json(r, st, vocab, n_prompt, threads, sp.n_ctx, warm_ms, store_ms);
+        write_json(answer.get(), m.get(), st, threads, warm_ms, store_ms);
     } else {
-        if (r.text.empty() || r.text.back() != '\n') std::fputc('\n', stdout);
+        const std::string text = cbl_answer_text(answer.get());
+        if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
         std::fflush(stdout);
-        print_stats(r, st, vocab);
+        print_stats(answer.get(), m.get(), st);
     }
     return 0;
 }

@@ -3,7 +3,8 @@
 // passage first (untimed), then each mode prefills and decodes greedily. `full` always runs first
 // on each record: it is the reference for fidelity (answer F1 against it, first-token agreement
 // and KL). Reported per mode: answer F1 against the gold answers, fidelity, TTFT mean/p50/p95 and
-// the speedup over full, plus a paired-bootstrap interval of the F1 difference to full.
+// the speedup over full, plus a paired-bootstrap interval of the F1 difference to full. Written
+// against the C ABI and its experimental part (prompt layouts, blending knobs, logits, metrics).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -15,13 +16,12 @@
 #include <limits>
 #include <set>
 
+#include "answer-json.h"
 #include "blend-common.h"
+#include "cacheblend.h"
+#include "cacheblend_experimental.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "model-common.h"
-#include "core/error.h"
-#include "core/eval-metrics.h"
-#include "core/rag-prompt.h"
-#include "core/sampler.h"
 #include "eval-dataset.h"
 #include "json-writer.h"
 #include "progress-bar.h"
@@ -75,7 +75,7 @@ const command_spec& spec() {
 // One mode at one ratio: a column of the comparison.
 struct run_spec {
     std::string label;  // "full", "reuse", "blend", or "blend@0.15" in a sweep
-    blend_mode mode;
+    int32_t mode;  // CBL_MODE_*
     float ratio;
 };
 
@@ -87,11 +87,10 @@ struct run_result {
     double fidelity_f1 = 0;
     bool first_token_agree = false;
     double first_token_kl = 0;
-    token_id first_token = -1;
+    int32_t first_token = -1;
     double ttft_ms = 0;
-    blend_stats stats;
-    std::string stop_reason;
-    std::vector<token_id> tokens;
+    cbl_stats stats{};
+    std::vector<int32_t> tokens;
 };
 
 struct record_result {
@@ -120,7 +119,7 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
     } else if (sweep) {
         ratios = parse_double_list("ratios", k_sweep_ratios, 0.0, 1.0);
     }
-    std::vector<run_spec> runs{{"full", blend_mode::full, 1.f}};
+    std::vector<run_spec> runs{{"full", CBL_MODE_FULL, 1.f}};
     std::set<std::string> seen{"full"};
     bool has_blend = false;
     size_t pos = 0;
@@ -128,14 +127,14 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
         const size_t comma = modes.find(',', pos);
         const std::string m =
             modes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        blend_mode bm;
-        if (!parse_blend_mode(m, &bm)) {
+        int32_t bm = 0;
+        if (!parse_mode(m, &bm)) {
             throw usage_error("--modes: unknown mode '" + m + "' (full, prefix, reuse, blend)");
         }
-        if (bm == blend_mode::blend) {
+        if (bm == CBL_MODE_BLEND) {
             has_blend = true;
         } else if (seen.insert(m).second) {
-            runs.push_back({m, bm, bm == blend_mode::full ? 1.f : 0.f});
+            runs.push_back({m, bm, bm == CBL_MODE_FULL ? 1.f : 0.f});
         }
         if (comma == std::string::npos) break;
         pos = comma + 1;
@@ -145,28 +144,95 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
         for (double r : ratios) {
             const std::string label = "blend@" + ratio_label(r);
             if (seen.insert(label).second) {
-                runs.push_back({label, blend_mode::blend, static_cast<float>(r)});
+                runs.push_back({label, CBL_MODE_BLEND, static_cast<float>(r)});
             }
         }
     } else if (has_blend) {
-        runs.push_back({"blend", blend_mode::blend, static_cast<float>(ratio)});
+        runs.push_back({"blend", CBL_MODE_BLEND, static_cast<float>(ratio)});
     }
     return runs;
 }
 
+// Token ids of a text (no BOS/EOS, no special-token parsing).
+std::vector<int32_t> token_ids(const cbl_model* m, const std::string& text) {
+    size_t n = 0;
+    check(cbl_tokenize(m, text.data(), text.size(), false, false, nullptr, 0, &n));
+    std::vector<int32_t> ids(n);
+    if (n > 0) check(cbl_tokenize(m, text.data(), text.size(), false, false, ids.data(), n, &n));
+    return ids;
+}
+
+std::string normalized(const std::string& text) {
+    char* out = nullptr;
+    check(cbl_x_eval_normalize(text.c_str(), &out));
+    std::string s(out);
+    cbl_free(out);
+    return s;
+}
+
 // The paper's F1 on token ids (reference §1.11), with this model's tokenizer: reported next to
 // the word F1 for comparison with the paper's numbers.
-double token_id_f1(const tokenizer& vocab, const std::string& answer,
+double token_id_f1(const cbl_model* m, const std::string& answer,
                    const std::vector<std::string>& golds) {
     if (golds.empty()) return k_nan;
-    const auto ids = [&](const std::string& s) {
-        return vocab.encode(eval::normalize_answer(s), false, false);
-    };
-    const std::vector<token_id> pred = ids(answer);
+    const std::vector<int32_t> pred = token_ids(m, normalized(answer));
     double best = 0;
-    for (const std::string& g : golds) best = std::max(best, eval::overlap_f1(pred, ids(g)));
+    for (const std::string& g : golds) {
+        const std::vector<int32_t> ref = token_ids(m, normalized(g));
+        best = std::max(best, cbl_x_eval_token_f1(pred.data(), pred.size(), ref.data(),
+                                                  ref.size()));
+    }
     return best;
 }
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+// numpy's default percentile: linear interpolation between order statistics.
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+int argmax(const float* x, size_t n) {
+    return static_cast<int>(std::max_element(x, x + n) - x);
+}
+
+// One record's prompt in the paper's layout; the pointers refer to the dataset's strings.
+struct musique_request {
+    std::vector<const char*> chunks, titles;
+    std::vector<size_t> lens;
+    cbl_x_prompt prompt{};
+    int64_t n_tokens = 0;
+
+    musique_request() = default;
+    explicit musique_request(const qa_record& r) {
+        for (const qa_passage& p : r.ctxs) {
+            chunks.push_back(p.text.data());
+            lens.push_back(p.text.size());
+            titles.push_back(p.title.c_str());
+        }
+        cbl_x_prompt_init(&prompt);
+        prompt.format = CBL_X_PROMPT_MUSIQUE;
+        prompt.chunks = chunks.data();
+        prompt.lens = lens.data();
+        prompt.titles = titles.data();
+        prompt.n_chunks = chunks.size();
+        prompt.question = r.question.c_str();
+    }
+    // The prompt points into the vectors: copies would dangle, moves keep the buffers.
+    musique_request(const musique_request&) = delete;
+    musique_request& operator=(const musique_request&) = delete;
+    musique_request(musique_request&&) = default;
+    musique_request& operator=(musique_request&&) = default;
+};
 
 struct summary {
     int64_t n = 0, n_gold = 0;
@@ -174,7 +240,7 @@ struct summary {
     double ttft_mean = 0, ttft_p50 = 0, ttft_p95 = 0, speedup = 0;
     double recomputed_mean = 0, reused_mean = 0;
     double f1_diff = k_nan;
-    eval::interval f1_ci{k_nan, k_nan};
+    double f1_ci_lo = k_nan, f1_ci_hi = k_nan;
 };
 
 std::vector<summary> summarize(const std::vector<run_spec>& runs,
@@ -200,19 +266,22 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
         s.n = static_cast<int64_t>(results.size());
         s.n_gold = static_cast<int64_t>(f1.size());
         if (!f1.empty()) {
-            s.f1 = eval::mean(f1);
-            s.f1_token_ids = eval::mean(f1_tok);
-            s.f1_diff = s.f1 - eval::mean(f1_full);
-            if (k > 0) s.f1_ci = eval::paired_bootstrap_ci(f1, f1_full);
+            s.f1 = mean(f1);
+            s.f1_token_ids = mean(f1_tok);
+            s.f1_diff = s.f1 - mean(f1_full);
+            if (k > 0) {
+                check(cbl_x_eval_paired_bootstrap(f1.data(), f1_full.data(), f1.size(),
+                                                  &s.f1_ci_lo, &s.f1_ci_hi));
+            }
         }
-        s.fidelity_f1 = eval::mean(fid);
-        s.agreement = eval::mean(agree);
-        s.kl = eval::mean(kl);
-        s.ttft_mean = eval::mean(ttft);
-        s.ttft_p50 = eval::percentile(ttft, 50);
-        s.ttft_p95 = eval::percentile(ttft, 95);
-        s.recomputed_mean = eval::mean(recomputed);
-        s.reused_mean = eval::mean(reused);
+        s.fidelity_f1 = mean(fid);
+        s.agreement = mean(agree);
+        s.kl = mean(kl);
+        s.ttft_mean = mean(ttft);
+        s.ttft_p50 = percentile(ttft, 50);
+        s.ttft_p95 = percentile(ttft, 95);
+        s.recomputed_mean = mean(recomputed);
+        s.reused_mean = mean(reused);
     }
     for (summary& s : out) s.speedup = s.ttft_mean > 0 ? out[0].ttft_mean / s.ttft_mean : 0;
     return out;
@@ -246,7 +315,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
     for (size_t k = 0; k < runs.size(); ++k) {
         const summary& s = sums[k];
         w.key(runs[k].label).begin_object();
-        w.field("mode", blend_mode_name(runs[k].mode));
+        w.field("mode", std::string(mode_name(runs[k].mode)));
         w.field("ratio", runs[k].ratio);
         w.field("f1", s.f1);
         w.field("fidelity_f1", s.fidelity_f1);
@@ -263,7 +332,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
         w.field("tokens_recomputed_mean", s.recomputed_mean);
         if (k > 0) {
             w.field("f1_diff_vs_full", s.f1_diff);
-            w.key("f1_diff_ci95").begin_array().value(s.f1_ci.lo).value(s.f1_ci.hi).end_array();
+            w.key("f1_diff_ci95").begin_array().value(s.f1_ci_lo).value(s.f1_ci_hi).end_array();
         }
         w.end_object();
     }
@@ -272,7 +341,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
 
 void write_records(json_writer& w, const std::vector<run_spec>& runs,
                    const std::vector<record_result>& results,
-                   const std::vector<qa_record>& data, const tokenizer& vocab) {
+                   const std::vector<qa_record>& data, const cbl_model* model) {
     w.key("results").begin_array();
     for (const record_result& rec : results) {
         const qa_record& q = data[rec.index];
@@ -294,16 +363,16 @@ void write_records(json_writer& w, const std::vector<run_spec>& runs,
             w.field("fidelity_f1", r.fidelity_f1);
             w.field("first_token", r.first_token);
             w.field("first_token_text",
-                    r.first_token >= 0 ? vocab.token_to_piece(r.first_token, true) : "");
+                    r.first_token >= 0 ? token_text(model, r.first_token) : "");
             w.field("first_token_agreement", r.first_token_agree);
             w.field("first_token_kl", r.first_token_kl);
             w.field("ttft_ms", r.ttft_ms);
-            w.field("stop_reason", r.stop_reason);
+            w.field("stop_reason", std::string(stop_name(r.stats.stop_reason)));
             w.key("tokens").begin_array();
-            for (token_id t : r.tokens) w.value(t);
+            for (int32_t t : r.tokens) w.value(t);
             w.end_array();
             w.key("stats").begin_object();
-            write_blend_stats(w, r.stats, r.ttft_ms, 0.0);
+            write_blend_stats(w, r.stats);
             w.end_object();
             w.end_object();
         }
@@ -331,8 +400,8 @@ void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
         std::string diff = "-";
         if (k > 0 && !std::isnan(s.f1_diff)) {
             char buf[96];
-            std::snprintf(buf, sizeof(buf), "%+.3f [%+.3f, %+.3f]", s.f1_diff, s.f1_ci.lo,
-                          s.f1_ci.hi);
+            std::snprintf(buf, sizeof(buf), "%+.3f [%+.3f, %+.3f]", s.f1_diff, s.f1_ci_lo,
+                          s.f1_ci_hi);
             diff = buf;
         }
         std::printf("%-12s %4lld %6.3f %6.3f %6.3f %7.4f %9.1f %9.1f %9.1f %7.2fx %7.0f  %s\n",
@@ -352,8 +421,7 @@ int run_eval(const std::vector<std::string>& args) {
     const auto dataset = a.get("dataset");
     if (!dataset || dataset->empty()) throw usage_error("eval: --dataset FILE is required");
     const std::vector<run_spec> runs = plan_runs(a);
-    blend_params bp;
-    apply_blend_tuning(a, &bp);
+    const blend_tuning tuning = parse_blend_tuning(a);
     const int64_t limit = a.get_int("limit", 0, 1, std::numeric_limits<int32_t>::max());
     const auto threads =
         static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
@@ -367,7 +435,7 @@ int run_eval(const std::vector<std::string>& args) {
     if (!out_path.empty()) {
         out_file.open(out_path, std::ios::binary | std::ios::trunc);
         if (!out_file) {
-            throw error(status::io, "cannot write " + out_path + ": " + std::strerror(errno));
+            throw capi_error(CBL_IO, "cannot write " + out_path + ": " + std::strerror(errno));
         }
     }
 
@@ -375,119 +443,138 @@ int run_eval(const std::vector<std::string>& args) {
     const size_t n_records =
         limit > 0 ? std::min(data.size(), static_cast<size_t>(limit)) : data.size();
 
-    const std::shared_ptr<const model> m = load_model(a, false);
-    const tokenizer& vocab = m->vocab();
-    const int32_t n_vocab = m->hparams().n_vocab;
-    const int64_t n_train = m->hparams().n_ctx_train;
-    const chat_format chat = rag_chat_format(*m);
+    std::string store_dir;
+    const kvstore_ptr store = open_store(a, &store_dir);
+    const model_ptr m = load_model(a.get_or("model", ""));
+    const auto n_vocab = static_cast<size_t>(cbl_model_n_vocab(m.get()));
+    const auto n_train = static_cast<size_t>(cbl_model_n_ctx_train(m.get()));
 
-    // Build every prompt first: the context is sized to the longest one that fits.
+    // Every record as the paper's musique prompt; the context is sized to the longest that fits.
     eval_meta meta;
     meta.dataset = *dataset;
-    meta.model = a.has("model") ? *a.get("model") : default_model_path();
+    if (a.has("model")) {
+        meta.model = *a.get("model");
+    } else {
+        char* path = nullptr;
+        check(cbl_x_default_model_path(&path));
+        meta.model = path;
+        cbl_free(path);
+    }
+    meta.store = store_dir;
     meta.threads = threads;
     meta.max_tokens = max_tokens;
-    std::vector<blend_request> reqs(n_records);
+    std::vector<musique_request> reqs(n_records);
     std::vector<size_t> todo;
-    int64_t longest = 0;
+    size_t longest = 0, longest_at = 0;
     for (size_t i = 0; i < n_records; ++i) {
-        reqs[i] = build_blend_request(vocab, chat, musique_prompt(data[i].ctxs, data[i].question));
-        const int64_t n = request_tokens(reqs[i]);
+        reqs[i] = musique_request(data[i]);
+        size_t n = 0;
+        check(cbl_x_prompt_tokens(m.get(), &reqs[i].prompt, &n));
+        reqs[i].n_tokens = static_cast<int64_t>(n);
         if (n >= n_train) {
-            std::fprintf(stderr, "eval: skipping record %zu: %lld prompt tokens exceed the "
-                         "model's context of %lld\n", i, static_cast<long long>(n),
-                         static_cast<long long>(n_train));
+            std::fprintf(stderr, "eval: skipping record %zu: %zu prompt tokens exceed the "
+                         "model's context of %zu\n", i, n, n_train);
             ++meta.skipped;
             continue;
         }
-        longest = std::max(longest, n);
+        if (n > longest) {
+            longest = n;
+            longest_at = i;
+        }
         meta.prompt_tokens_mean += static_cast<double>(n);
         todo.push_back(i);
     }
-    if (todo.empty()) throw error(status::range, "eval: no record fits the model's context");
+    if (todo.empty()) throw capi_error(CBL_RANGE, "eval: no record fits the model's context");
     meta.records = static_cast<int64_t>(todo.size());
     meta.prompt_tokens_mean /= static_cast<double>(todo.size());
 
-    session_params sp;
-    sp.n_ctx = static_cast<int32_t>(std::min(longest + max_tokens, n_train));
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = static_cast<int32_t>(std::min(longest + static_cast<size_t>(max_tokens), n_train));
     sp.n_threads = threads;
-    session sess(m, sp);
-    std::shared_ptr<kv_store> store = open_store(a);
-    meta.store = store->dir();
-    blend_engine engine(sess, store, bp);
+    cbl_session* s_raw = nullptr;
+    check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
+    const session_ptr sess(s_raw);
+    const auto set_run = [&](int32_t mode, float ratio) {
+        const cbl_x_blend_params bp = tuning.params(mode, ratio);
+        check(cbl_x_session_set_blend(sess.get(), &bp));
+    };
+    set_run(CBL_MODE_BLEND, 0.15f);  // the KV format of the store's entries
 
     // Warm the store: every passage of every record in range, before anything is timed.
     {
-        for (size_t i : todo) meta.warm_chunks += static_cast<int64_t>(reqs[i].chunks.size());
+        for (size_t i : todo) meta.warm_chunks += static_cast<int64_t>(reqs[i].prompt.n_chunks);
         progress_bar bar("warming KV store", meta.warm_chunks, !json);
         const auto t = clock_type::now();
         int64_t done = 0;
         for (size_t i : todo) {
-            for (const auto& c : reqs[i].chunks) {
-                if (engine.precompute_chunk(reqs[i].preamble, c)) ++meta.warm_computed;
-                bar.update(++done);
-            }
+            size_t computed = 0;
+            check(cbl_x_session_precompute_prompt(sess.get(), &reqs[i].prompt, &computed));
+            meta.warm_computed += static_cast<int64_t>(computed);
+            done += static_cast<int64_t>(reqs[i].prompt.n_chunks);
+            bar.update(done);
         }
         bar.finish();
         meta.warm_ms = ms_between(t, clock_type::now());
     }
 
-    generation_params gp;
-    gp.max_tokens = max_tokens;  // greedy: the default sampler_params temperature is 0
-    gp.sampling.temperature = 0.f;
+    cbl_generate_params gp;  // greedy: temperature 0
+    cbl_generate_params_init(&gp);
+    gp.max_tokens = max_tokens;
 
     // One untimed request sized to the longest prompt, so no timed run pays for growing the
     // engine's scratch buffers.
-    {
-        const auto it = std::max_element(todo.begin(), todo.end(), [&](size_t x, size_t y) {
-            return request_tokens(reqs[x]) < request_tokens(reqs[y]);
-        });
-        blend_params wp = bp;
-        wp.mode = blend_mode::reuse;
-        engine.set_params(wp);
-        engine.prefill(reqs[*it], nullptr);
-    }
+    set_run(CBL_MODE_REUSE, 0.f);
+    check(cbl_x_session_prefill_prompt(sess.get(), &reqs[longest_at].prompt, nullptr));
 
     std::vector<record_result> results;
     results.reserve(todo.size());
-    std::vector<float> full_logits(static_cast<size_t>(n_vocab));
+    std::vector<float> full_logits(n_vocab);
     progress_bar bar("evaluating", static_cast<int64_t>(todo.size() * runs.size()), !json);
     int64_t done = 0;
     for (size_t i : todo) {
         record_result rec;
         rec.index = i;
-        rec.prompt_tokens = request_tokens(reqs[i]);
+        rec.prompt_tokens = reqs[i].n_tokens;
         const std::vector<std::string>& golds = data[i].answers;
+        std::vector<const char*> gold_ptrs;
+        for (const std::string& g : golds) gold_ptrs.push_back(g.c_str());
         for (size_t k = 0; k < runs.size(); ++k) {
-            blend_params p = bp;
-            p.mode = runs[k].mode;
-            p.ratio = runs[k].mode == blend_mode::blend ? runs[k].ratio : 0.15f;
-            engine.set_params(p);
+            set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : 0.15f);
+            check(cbl_x_session_prefill_prompt(sess.get(), &reqs[i].prompt, nullptr));
+            cbl_answer* a_raw = nullptr;
+            check(cbl_session_generate(sess.get(), &gp, &a_raw));
+            const answer_ptr answer(a_raw);
 
             run_result r;
-            const auto t0 = clock_type::now();
-            const std::vector<float>& logits = engine.prefill(reqs[i], &r.stats);
-            const generation_result g = sess.generate_after_prefill(logits, gp, nullptr, t0);
-            // After the timed part: decoding runs on the session's own logits, so the engine's
-            // first-token logits are still those of the prompt.
-            if (k == 0) std::copy(logits.begin(), logits.end(), full_logits.begin());
-            r.first_token = argmax(logits.data(), n_vocab);
+            cbl_stats_init(&r.stats);
+            check(cbl_answer_stats(answer.get(), &r.stats));
+            // The prompt's logits outlive decoding: they are the first token's distribution.
+            size_t n_logits = 0;
+            const float* logits = cbl_x_session_logits(sess.get(), &n_logits);
+            if (!logits || n_logits != n_vocab) {
+                throw capi_error(CBL_INTERNAL, "eval: no first-token logits after a prefill");
+            }
+            if (k == 0) std::copy(logits, logits + n_vocab, full_logits.begin());
+            r.first_token = argmax(logits, n_vocab);
             r.first_token_kl =
-                k == 0 ? 0.0 : eval::kl_divergence_logits(full_logits.data(), logits.data(),
-                                                          n_vocab);
-            engine.write_back_misses();  // only after a corrupt file was dropped (store is warm)
+                k == 0 ? 0.0 : cbl_x_eval_kl_logits(full_logits.data(), logits, n_vocab);
 
-            r.ttft_ms = g.stats.ttft_ms;
-            r.text = g.text;
-            r.tokens = g.tokens;
-            r.stop_reason = g.stop_reason;
-            r.answer = eval::parse_generation(g.text);
+            r.ttft_ms = r.stats.ttft_ms;
+            r.text = cbl_answer_text(answer.get());
+            size_t n_tok = 0;
+            const int32_t* toks = cbl_answer_tokens(answer.get(), &n_tok);
+            r.tokens.assign(toks, toks + n_tok);
+            char* parsed = nullptr;
+            check(cbl_x_eval_parse_answer(r.text.c_str(), &parsed));
+            r.answer = parsed;
+            cbl_free(parsed);
             if (!golds.empty()) {
-                r.f1 = eval::answer_f1(g.text, golds);
-                r.f1_token_ids = token_id_f1(vocab, r.answer, golds);
+                r.f1 = cbl_x_eval_answer_f1(r.text.c_str(), gold_ptrs.data(), gold_ptrs.size());
+                r.f1_token_ids = token_id_f1(m.get(), r.answer, golds);
             }
             const run_result& full = k == 0 ? r : rec.runs[0];
-            r.fidelity_f1 = eval::word_f1(r.answer, full.answer);
+            r.fidelity_f1 = cbl_x_eval_word_f1(r.answer.c_str(), full.answer.c_str());
             r.first_token_agree = r.first_token == full.first_token;
             rec.runs.push_back(std::move(r));
             bar.update(++done);
@@ -502,11 +589,11 @@ int run_eval(const std::vector<std::string>& args) {
         json_writer w(f, 2);
         w.begin_object();
         write_summary(w, meta, runs, sums);
-        write_records(w, runs, results, data, vocab);
+        write_records(w, runs, results, data, m.get());
         w.end_object();
         f << "\n";
         f.flush();
-        if (!f) throw error(status::io_write, "writing " + out_path + " failed");
+        if (!f) throw capi_error(CBL_IO_WRITE, "writing " + out_path + " failed");
     }
     if (json) {
         json_writer w(std::cout);

@@ -1,11 +1,13 @@
 // `cacheblend search`: hybrid (BM25 + dense, reciprocal-rank fusion), dense or BM25 retrieval
 // over a data directory made by `ingest`, optionally restricted to documents by collection, uri
-// prefix or metadata; prints hits with their citation ranges.
+// prefix or metadata; prints hits with their citation ranges. Through the C ABI (cbl_runtime).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
+#include "cacheblend.h"
+#include "capi-util.h"
 #include "commands.h"
-#include "core/error.h"
 #include "corpus-common.h"
 #include "json-writer.h"
 
@@ -42,44 +44,69 @@ int run_search(const std::vector<std::string>& args) {
     if (print_help_if_asked(spec(), a)) return 0;
     if (a.positional().size() != 1) throw usage_error("search: give exactly one QUERY");
     const bool json = a.has("json");
-    search_params sp;
+    cbl_search_params sp;
+    cbl_search_params_init(&sp);
     sp.k = static_cast<int32_t>(a.get_int("k", 5, 1, 10000));
-    if (!parse_search_mode(a.get_or("mode", "hybrid"), &sp.mode)) {
+    if (!parse_search(a.get_or("mode", "hybrid"), &sp.mode)) {
         throw usage_error("search: --mode must be hybrid, dense or bm25");
     }
-    sp.filter = parse_filter_flags(a, "search");
-    cli_corpus c = open_cli_corpus(a, "search");
-    const search_result r = c.docs->search(a.positional()[0], sp);
-    if (!r.notice.empty() && !json) {
-        std::fprintf(stderr, "cacheblend: note: %s\n", r.notice.c_str());
+    const doc_filter filter = parse_filter_flags(a, "search");
+    sp.collection = filter.collection_or_null();
+    sp.uri_prefix = filter.uri_prefix_or_null();
+    sp.metadata_keys = filter.key_ptrs.data();
+    sp.metadata_values = filter.value_ptrs.data();
+    sp.n_metadata = filter.key_ptrs.size();
+    if (!a.has("data")) throw usage_error("search: --data DIR is required");
+    const std::string data = *a.get("data");
+    if (data.empty()) throw usage_error("search: --data: empty path");
+    const std::string model = a.get_or("model", "");
+    if (a.has("model") && model.empty()) throw usage_error("--model: empty path");
+
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.data_dir = data.c_str();
+    if (!model.empty()) rp.model_path = model.c_str();
+    cbl_runtime* rt_raw = nullptr;
+    check(cbl_runtime_open(&rp, &rt_raw));
+    const runtime_ptr rt(rt_raw);
+    cbl_results* r_raw = nullptr;
+    check(cbl_runtime_search(rt.get(), a.positional()[0].c_str(), &sp, &r_raw));
+    const results_ptr results(r_raw);
+    const std::string notice = cbl_results_notice(results.get());
+    if (!notice.empty() && !json) std::fprintf(stderr, "cacheblend: note: %s\n", notice.c_str());
+    std::vector<cbl_hit> hits(cbl_results_count(results.get()));
+    for (size_t i = 0; i < hits.size(); ++i) {
+        cbl_hit_init(&hits[i]);
+        check(cbl_results_hit(results.get(), i, &hits[i]));
     }
 
     if (json) {
         json_writer w(std::cout);
         w.begin_object();
-        w.field("mode", search_mode_name(r.mode));
-        if (!r.notice.empty()) w.field("notice", r.notice);
+        w.field("mode", std::string(search_name(cbl_results_mode(results.get()))));
+        if (!notice.empty()) w.field("notice", notice);
         w.key("hits").begin_array();
-        for (const search_hit& h : r.hits) {
+        for (const cbl_hit& h : hits) {
             w.begin_object();
-            w.field("uri", h.uri).field("chunk_id", h.chunk_id).field("start", h.start);
-            w.field("end", h.end).field("score", h.score).field("text", h.text);
+            w.field("uri", std::string(h.uri)).field("chunk_id", h.chunk_id).field("start", h.start);
+            w.field("end", h.end).field("score", h.score);
+            w.field("text", std::string(h.text, h.text_len));
             w.end_object();
         }
         w.end_array().end_object();
         std::cout << "\n";
     } else {
-        for (size_t i = 0; i < r.hits.size(); ++i) {
-            const search_hit& h = r.hits[i];
-            std::string snippet = h.text.substr(0, 160);
+        for (size_t i = 0; i < hits.size(); ++i) {
+            const cbl_hit& h = hits[i];
+            std::string snippet(h.text, std::min<size_t>(h.text_len, 160));
             for (char& ch : snippet) {
                 if (ch == '\n') ch = ' ';
             }
-            std::printf("%zu. %.4f  %s [%lld, %lld)\n   %s%s\n", i + 1, h.score, h.uri.c_str(),
+            std::printf("%zu. %.4f  %s [%lld, %lld)\n   %s%s\n", i + 1, h.score, h.uri,
                         static_cast<long long>(h.start), static_cast<long long>(h.end),
-                        snippet.c_str(), h.text.size() > 160 ? "..." : "");
+                        snippet.c_str(), h.text_len > 160 ? "..." : "");
         }
-        if (r.hits.empty()) std::printf("no hits\n");
+        if (hits.empty()) std::printf("no hits\n");
     }
     return 0;
 }

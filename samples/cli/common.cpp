@@ -4,32 +4,15 @@
 #include <cstdio>
 #include <cstring>
 
-#include "commands.h"
-#include "model-common.h"
-#include "core/error.h"
-
-// The C API header, once present, carries the authoritative version string.
-#if __has_include("cacheblend.h")
 #include "cacheblend.h"
-#endif
+#include "commands.h"
 
 namespace cacheblend::cli {
 
-#ifdef CBL_VERSION_STRING
 const char* const k_version = CBL_VERSION_STRING;
-#else
-const char* const k_version = "0.1.0";
-#endif
 
 flag_spec model_flag() {
     return {"model", "M", "GGUF model file (default: $CBL_MODEL or the cached SmolLM2 model)"};
-}
-
-std::shared_ptr<const model> load_model(const parsed_args& a, bool vocab_only) {
-    if (a.has("model") && a.get("model")->empty()) throw usage_error("--model: empty path");
-    model_load_params p;
-    p.vocab_only = vocab_only;
-    return load_model_or_default(a.get_or("model", ""), p);
 }
 
 bool print_help_if_asked(const command_spec& spec, const parsed_args& a) {

@@ -6,19 +6,24 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 
 #include "commands.h"
-#include "model-common.h"
-#include "core/error.h"
-#include "core/file-io.h"
-#include "retrieval/embedder.h"
 
 namespace cacheblend::cli {
 
 flag_spec data_flag() { return {"data", "DIR", "data directory (catalog, index, KV store)"}; }
 
 namespace {
+
+// The library's rule for metadata keys ([A-Za-z0-9_.-], 1 to 128 bytes), checked here too so a bad
+// key is bad usage (exit 2) like every other malformed flag.
+bool valid_metadata_key(const std::string& key) {
+    if (key.empty() || key.size() > 128) return false;
+    return std::all_of(key.begin(), key.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+    });
+}
 
 // Ingest names a file's document by its real absolute path (realpath), so a prefix is resolved the
 // same way: all of it when it names a file or folder, else its folder part, the rest kept as typed
@@ -58,8 +63,8 @@ std::vector<flag_spec> filter_flags() {
     };
 }
 
-search_filter parse_filter_flags(const parsed_args& a, const std::string& cmd) {
-    search_filter f;
+doc_filter parse_filter_flags(const parsed_args& a, const std::string& cmd) {
+    doc_filter f;
     f.collection = a.get_or("collection", "");
     f.uri_prefix = resolve_uri_prefix(a.get_or("uri-prefix", ""));
     for (const std::string& kv : a.get_all("filter")) {
@@ -72,39 +77,14 @@ search_filter parse_filter_flags(const parsed_args& a, const std::string& cmd) {
             throw usage_error(cmd + ": --filter: metadata key must be 1 to 128 of [A-Za-z0-9_.-], "
                                     "got '" + key + "'");
         }
-        f.metadata.emplace_back(std::move(key), kv.substr(eq + 1));
+        f.keys.push_back(std::move(key));
+        f.values.push_back(kv.substr(eq + 1));
+    }
+    for (size_t i = 0; i < f.keys.size(); ++i) {
+        f.key_ptrs.push_back(f.keys[i].c_str());
+        f.value_ptrs.push_back(f.values[i].c_str());
     }
     return f;
-}
-
-cli_corpus open_cli_corpus(const parsed_args& a, const std::string& cmd) {
-    if (!a.has("data")) throw usage_error(cmd + ": --data DIR is required");
-    const std::string dir = *a.get("data");
-    if (dir.empty()) throw usage_error(cmd + ": --data: empty path");
-    cli_corpus c;
-    c.vocab = load_model(a, true);
-    corpus_params p;
-    p.encode = tokenizer_encoder(c.vocab->vocab());
-    p.tokenizer_id = c.vocab->name() + fmt(":%016llx",
-                                           static_cast<unsigned long long>(c.vocab->fingerprint()));
-    const std::string emb_path = default_embedder_path();
-    struct stat st {};
-    if (::stat(emb_path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-        p.emb = load_bert_embedder(emb_path);
-    } else {
-        c.embedder_notice = "embedder not found at " + emb_path +
-                            " (set CBL_EMBED_MODEL): BM25 only, dense search disabled";
-    }
-    kv_store_params kp;
-    kp.dir = dir + "/kv";
-    // The data directory must exist before the store makes its folder inside it.
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-        throw error(status::io_write, "cannot create " + dir + ": " + errno_name(errno));
-    }
-    c.kv = kv_store::open(kp);
-    p.kv = c.kv;
-    c.docs = corpus::open(dir, std::move(p));
-    return c;
 }
 
 }  // namespace cacheblend::cli

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "blend-common.h"
-#include "core/error.h"
+#include "capi-util.h"
 
 namespace cacheblend::cli {
 namespace {
@@ -61,7 +61,8 @@ private:
                 ++col;
             }
         }
-        throw error(status::format, fmt("line %zu, column %zu: %s", line, col, what.c_str()));
+        throw capi_error(CBL_FORMAT, "line " + std::to_string(line) + ", column " +
+                                         std::to_string(col) + ": " + what);
     }
     bool at_end() const { return i_ >= s_.size(); }
     char peek() const { return at_end() ? '\0' : s_[i_]; }
@@ -364,40 +365,40 @@ literal unwrap(const literal& v, const std::string& where) {
     if (v.kind != literal::string) return v;
     try {
         return parse_literal(v.str, literal_syntax::python);
-    } catch (const error& e) {
-        throw error(status::format, where + ": not a Python literal: " + e.what());
+    } catch (const capi_error& e) {
+        throw capi_error(CBL_FORMAT, where + ": not a Python literal: " + e.what());
     }
 }
 
-std::vector<rag_passage> read_ctxs(const literal& field, const std::string& where) {
+std::vector<qa_passage> read_ctxs(const literal& field, const std::string& where) {
     const literal v = unwrap(field, where);
     if (v.kind != literal::list) {
-        throw error(status::format, where + ": expected a list of passages");
+        throw capi_error(CBL_FORMAT, where + ": expected a list of passages");
     }
-    std::vector<rag_passage> out;
+    std::vector<qa_passage> out;
     for (size_t i = 0; i < v.items.size(); ++i) {
         const literal& c = v.items[i];
         const std::string at = where + "[" + std::to_string(i) + "]";
-        rag_passage p;
+        qa_passage p;
         if (c.kind == literal::string) {
             p.text = c.str;
         } else if (c.kind == literal::dict) {
             const literal* text = c.get("text");
             const literal* title = c.get("title");
             if (!text || text->kind != literal::string) {
-                throw error(status::format, at + ": expected a string 'text'");
+                throw capi_error(CBL_FORMAT, at + ": expected a string 'text'");
             }
             if (title && title->kind != literal::string && title->kind != literal::none) {
-                throw error(status::format, at + ": 'title' must be a string");
+                throw capi_error(CBL_FORMAT, at + ": 'title' must be a string");
             }
             p.text = text->str;
             if (title) p.title = title->str;
         } else {
-            throw error(status::format, at + ": expected {title, text} or a string");
+            throw capi_error(CBL_FORMAT, at + ": expected {title, text} or a string");
         }
         out.push_back(std::move(p));
     }
-    if (out.empty()) throw error(status::format, where + ": no passages");
+    if (out.empty()) throw capi_error(CBL_FORMAT, where + ": no passages");
     return out;
 }
 
@@ -414,7 +415,7 @@ std::vector<std::string> read_answers(const literal& field, const std::string& w
     }
     if (v.kind == literal::none) return {};
     if (v.kind != literal::list) {
-        throw error(status::format, where + ": expected a list of answers");
+        throw capi_error(CBL_FORMAT, where + ": expected a list of answers");
     }
     std::vector<std::string> out;
     for (size_t i = 0; i < v.items.size(); ++i) {
@@ -422,7 +423,7 @@ std::vector<std::string> read_answers(const literal& field, const std::string& w
         // 2WikiMQA-style lists of aliases: the first one is scored (reference §1.11).
         if (a->kind == literal::list && !a->items.empty()) a = &a->items[0];
         if (a->kind != literal::string) {
-            throw error(status::format,
+            throw capi_error(CBL_FORMAT,
                         where + "[" + std::to_string(i) + "]: expected a string answer");
         }
         out.push_back(a->str);
@@ -449,11 +450,11 @@ std::vector<qa_record> load_qa_dataset(const std::string& path) {
     literal root;
     try {
         root = parse_literal(text, literal_syntax::json);
-    } catch (const error& e) {
-        throw error(status::format, "dataset " + path + " is not valid JSON: " + e.what());
+    } catch (const capi_error& e) {
+        throw capi_error(CBL_FORMAT, "dataset " + path + " is not valid JSON: " + e.what());
     }
     if (root.kind != literal::list) {
-        throw error(status::format,
+        throw capi_error(CBL_FORMAT,
                     "dataset " + path + ": expected a JSON list of {ctxs, question, answers}");
     }
     std::vector<qa_record> out;
@@ -461,13 +462,13 @@ std::vector<qa_record> load_qa_dataset(const std::string& path) {
     for (size_t r = 0; r < root.items.size(); ++r) {
         const literal& rec = root.items[r];
         const std::string where = "dataset " + path + ": record " + std::to_string(r);
-        if (rec.kind != literal::dict) throw error(status::format, where + ": expected an object");
+        if (rec.kind != literal::dict) throw capi_error(CBL_FORMAT, where + ": expected an object");
         const literal* ctxs = rec.get("ctxs");
         const literal* question = rec.get("question");
         const literal* answers = rec.get("answers");
-        if (!ctxs) throw error(status::format, where + ": missing 'ctxs'");
+        if (!ctxs) throw capi_error(CBL_FORMAT, where + ": missing 'ctxs'");
         if (!question || question->kind != literal::string || question->str.empty()) {
-            throw error(status::format, where + ": 'question' must be a non-empty string");
+            throw capi_error(CBL_FORMAT, where + ": 'question' must be a non-empty string");
         }
         qa_record q;
         q.ctxs = read_ctxs(*ctxs, where + ": ctxs");
@@ -475,7 +476,7 @@ std::vector<qa_record> load_qa_dataset(const std::string& path) {
         if (answers) q.answers = read_answers(*answers, where + ": answers");
         out.push_back(std::move(q));
     }
-    if (out.empty()) throw error(status::format, "dataset " + path + " has no records");
+    if (out.empty()) throw capi_error(CBL_FORMAT, "dataset " + path + " has no records");
     return out;
 }
 

@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/rag-prompt.h"
 
 namespace cacheblend::cli {
 
@@ -31,17 +30,22 @@ enum class literal_syntax {
              // escapes), True/False/None, lists, tuples, dicts, numbers, trailing commas
 };
 
-// Parses one value followed only by white space. Throws cacheblend::error(status::format) with
+// Parses one value followed only by white space. Throws capi_error(CBL_FORMAT) with
 // "line L, column C: what" on malformed input.
 literal parse_literal(std::string_view text, literal_syntax syntax);
 
+struct qa_passage {
+    std::string title;
+    std::string text;
+};
+
 struct qa_record {
-    std::vector<rag_passage> ctxs;
+    std::vector<qa_passage> ctxs;
     std::string question;
     std::vector<std::string> answers;  // may be empty: fidelity needs no gold answers
 };
 
-// Reads the whole dataset. Throws cacheblend::error (status::io when unreadable, status::format
+// Reads the whole dataset. Throws capi_error (CBL_IO when unreadable, CBL_FORMAT
 // naming the record and field when malformed).
 std::vector<qa_record> load_qa_dataset(const std::string& path);
 

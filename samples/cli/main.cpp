@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/error.h"
 
 namespace {
 
@@ -97,8 +96,6 @@ int main(int argc, char** argv) {
         rc = dispatch(argc, argv);
     } catch (const usage_error& e) {
         return report(e.what(), 2);
-    } catch (const cacheblend::error& e) {
-        return report(e.what(), 1);
     } catch (const std::bad_alloc&) {
         return report("out of memory", 1);
     } catch (const std::exception& e) { return report(e.what(), 1); } catch (...) {

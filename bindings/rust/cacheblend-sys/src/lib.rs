@@ -206,6 +206,9 @@ pub struct cbl_search_params {
     pub mode: i32,
     pub collection: *const c_char,
     pub uri_prefix: *const c_char,
+    pub metadata_keys: *const *const c_char,
+    pub metadata_values: *const *const c_char,
+    pub n_metadata: usize,
 }
 
 #[repr(C)]
@@ -291,6 +294,9 @@ pub struct cbl_ask_params {
     pub user_data: *mut c_void,
     pub compare_full: bool,
     pub top_logprobs: i32,
+    pub metadata_keys: *const *const c_char,
+    pub metadata_values: *const *const c_char,
+    pub n_metadata: usize,
 }
 
 #[repr(C)]
@@ -436,6 +442,7 @@ extern "C" {
         out_hit: *mut cbl_hit,
     ) -> cbl_status;
     pub fn cbl_results_notice(results: *const cbl_results) -> *const c_char;
+    pub fn cbl_results_mode(results: *const cbl_results) -> i32;
     pub fn cbl_results_free(results: *mut cbl_results);
 
     // ---- chunk KV store ----

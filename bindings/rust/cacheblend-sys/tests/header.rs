@@ -480,7 +480,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         cbl_ingest_report { struct_size, files_seen, added, updated, unchanged, removed, skipped,
                             chunks_added, chunks_removed, embedded, kv_computed, kv_deleted }
         cbl_corpus_stats { struct_size, documents, chunks, kv_entries, kv_bytes }
-        cbl_search_params { struct_size, k, mode, collection, uri_prefix }
+        cbl_search_params { struct_size, k, mode, collection, uri_prefix, metadata_keys,
+                            metadata_values, n_metadata }
         cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io }
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
@@ -489,7 +490,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                               top_logprobs, ignore_eog, top_k, top_p, min_p }
         cbl_prompt_params { struct_size, chat, system, parse_special }
         cbl_ask_params { struct_size, k, search_mode, collection, uri_prefix, max_tokens,
-                         temperature, seed, on_token, user_data, compare_full, top_logprobs }
+                         temperature, seed, on_token, user_data, compare_full, top_logprobs,
+                         metadata_keys, metadata_values, n_metadata }
         cbl_stats { struct_size, mode, ratio, ttft_ms, prefill_ms, load_ms, load_wait_ms,
                     select_ms, compute_ms, search_ms, store_ms, decode_tokens_per_s, full_ttft_ms,
                     prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed, bytes_loaded,

@@ -1,0 +1,129 @@
+/*
+ * libcacheblend: experimental C API, for evaluation tools and research on blending (the
+ * `cacheblend blend` and `eval` commands are written against it).
+ *
+ * NO ABI PROMISE: names (cbl_x_*), structs and semantics here may change in any release, minor
+ * ones included. The conventions of cacheblend.h hold otherwise (status codes, thread-local
+ * messages, struct_size, NULL-safety). Stable candidates move to cacheblend.h when they settle.
+ *
+ * This header is C99.
+ */
+#ifndef CACHEBLEND_EXPERIMENTAL_H
+#define CACHEBLEND_EXPERIMENTAL_H
+
+#include "cacheblend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- blending knobs (DESIGN §4): replace the session's mode, ratio and selection policy ---- */
+
+/* What a check layer compares between the cached and the recomputed KV of a token. */
+#define CBL_X_DEVIATION_DEFAULT 0 /* CBL_X_DEVIATION_V */
+#define CBL_X_DEVIATION_V       1
+#define CBL_X_DEVIATION_K       2
+#define CBL_X_DEVIATION_KV      3
+
+typedef struct cbl_x_blend_params {
+    size_t struct_size;           /* set by cbl_x_blend_params_init() */
+    int32_t mode;                 /* CBL_MODE_* */
+    float recompute_ratio;        /* taken as given, 0 included (init sets 0.15) */
+    bool auto_ratio;              /* pick the ratio from measured load and compute rates */
+    int32_t kv_format;            /* CBL_KV_* */
+    const int32_t *check_layers;  /* layers that select tokens (NULL = layer 1 only) */
+    size_t n_check_layers;
+    const float *check_ratios;    /* gradual filtering: ratio kept at each check layer,
+                                     non-increasing (NULL = recompute_ratio at every one) */
+    int32_t deviation;            /* CBL_X_DEVIATION_* */
+} cbl_x_blend_params;
+
+static inline void cbl_x_blend_params_init(cbl_x_blend_params *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+    p->mode = CBL_MODE_BLEND;
+    p->recompute_ratio = 0.15f;
+}
+
+/** Sets how the session's next chunk prefills blend. The arrays are copied. */
+CBL_API cbl_status cbl_x_session_set_blend(cbl_session *session, const cbl_x_blend_params *params);
+
+/* ---- prompts of [preamble][chunks...][question] in the model's chat template ---- */
+
+#define CBL_X_PROMPT_CHUNKS  0 /* the layout of cbl_session_prefill_chunks (system and preamble
+                                  must be NULL) */
+#define CBL_X_PROMPT_MUSIQUE 1 /* the CacheBlend paper's musique prompt: its instruction as the
+                                  system message, "Passages:\n", each chunk "title\n\ntext\n\n",
+                                  the question normalized as the paper's code does (system and
+                                  preamble must be NULL) */
+#define CBL_X_PROMPT_CUSTOM  2 /* system, preamble, chunks and question taken literally */
+
+typedef struct cbl_x_prompt {
+    size_t struct_size;          /* set by cbl_x_prompt_init() */
+    int32_t format;              /* CBL_X_PROMPT_* */
+    const char *system;          /* CUSTOM: system message (NULL = none) */
+    const char *preamble;        /* CUSTOM: plain text before the first chunk (NULL = none) */
+    const char *const *chunks;   /* in prompt order */
+    const size_t *lens;          /* NULL: the chunks are NUL-terminated */
+    const char *const *titles;   /* MUSIQUE: one title per chunk (NULL = all empty) */
+    size_t n_chunks;
+    const char *question;
+} cbl_x_prompt;
+
+static inline void cbl_x_prompt_init(cbl_x_prompt *p) {
+    memset(p, 0, sizeof(*p));
+    p->struct_size = sizeof(*p);
+}
+
+/** Tokens the prompt has (preamble + chunks + question, template included): for sizing a
+ *  session's n_ctx before prefilling. */
+CBL_API cbl_status cbl_x_prompt_tokens(const cbl_model *model, const cbl_x_prompt *prompt,
+                                       size_t *out_n);
+
+/** Blended prefill of the prompt with the session's store, as cbl_session_prefill_chunks does
+ *  (misses stored before returning, outside the timed part). Follow with cbl_session_generate. */
+CBL_API cbl_status cbl_x_session_prefill_prompt(cbl_session *session, const cbl_x_prompt *prompt,
+                                                cbl_stats *out_stats);
+
+/** Stores the KV of every chunk of the prompt that the store lacks (in the session's KV format);
+ *  *out_computed (may be NULL) gets how many were computed. */
+CBL_API cbl_status cbl_x_session_precompute_prompt(cbl_session *session,
+                                                   const cbl_x_prompt *prompt,
+                                                   size_t *out_computed);
+
+/** The next-token logits after the last prefill of any kind (n_vocab floats, the first answer
+ *  token's distribution), still there after cbl_session_generate; valid until the next call on
+ *  the session. NULL (and *out_n = 0) before any prefill. */
+CBL_API const float *cbl_x_session_logits(const cbl_session *session, size_t *out_n);
+
+/** Where cbl_model_load(NULL, ...) looks: $CBL_MODEL, else the default model in the user cache.
+ *  Free *out with cbl_free. */
+CBL_API cbl_status cbl_x_default_model_path(char **out);
+
+/* ---- evaluation metrics of DESIGN §9 (the paper's definitions) ---- */
+
+/** The answer part of a generation: the first non-empty line, "Yes"/"No" mapped as the paper's
+ *  code does. Free *out with cbl_free. */
+CBL_API cbl_status cbl_x_eval_parse_answer(const char *generation, char **out);
+/** SQuAD normalization: lowercase, ASCII punctuation and articles removed, white space folded.
+ *  Free *out with cbl_free. */
+CBL_API cbl_status cbl_x_eval_normalize(const char *text, char **out);
+/** Word F1 of two answers after normalization (1 when both are empty). */
+CBL_API double cbl_x_eval_word_f1(const char *prediction, const char *reference);
+/** Best word F1 of a generation's answer (cbl_x_eval_parse_answer) against the gold answers. */
+CBL_API double cbl_x_eval_answer_f1(const char *generation, const char *const *golds,
+                                    size_t n_golds);
+/** F1 of two token-id multisets (the paper's F1 on token ids). */
+CBL_API double cbl_x_eval_token_f1(const int32_t *prediction, size_t n_prediction,
+                                   const int32_t *reference, size_t n_reference);
+/** KL(softmax(p) || softmax(q)) of two logit vectors of n entries, in nats. */
+CBL_API double cbl_x_eval_kl_logits(const float *p_logits, const float *q_logits, size_t n);
+/** 95% paired-bootstrap interval of mean(a - b) (1000 resamples, fixed seed). */
+CBL_API cbl_status cbl_x_eval_paired_bootstrap(const double *a, const double *b, size_t n,
+                                               double *out_lo, double *out_hi);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CACHEBLEND_EXPERIMENTAL_H */

@@ -1,0 +1,267 @@
+// Experimental C API (cacheblend_experimental.h): blending knobs, prompt layouts, first-token
+// logits and the evaluation metrics, for the CLI's `blend` and `eval` and for research tools.
+#include "cacheblend_experimental.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "capi/src/busy.h"
+#include "capi/src/convert.h"
+#include "capi/src/guard.h"
+#include "capi/src/handles.h"
+#include "capi/src/params.h"
+#include "core/error.h"
+#include "core/eval-metrics.h"
+#include "core/model.h"
+#include "core/rag-prompt.h"
+
+using cacheblend::capi::busy_error;
+using cacheblend::capi::busy_scope;
+using cacheblend::capi::invalid;
+using cacheblend::capi::read_params;
+using cacheblend::capi::write_out;
+
+namespace {
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// The session's blend params with the caller's knobs applied; invalid values throw invalid_arg.
+cacheblend::blend_params to_blend(const char* fn, const cbl_x_blend_params& p,
+                                  const cacheblend::blend_params& current) {
+    using cacheblend::fmt;
+    cacheblend::blend_params bp = current;
+    // The mode, ratio and format through the stable session params' conversion (same checks).
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.mode = p.mode;
+    sp.auto_ratio = p.auto_ratio;
+    sp.kv_format = p.kv_format;
+    if (std::isnan(p.recompute_ratio) || p.recompute_ratio < 0.f || p.recompute_ratio > 1.f) {
+        throw cacheblend::error(cacheblend::status::invalid_arg,
+                                std::string(fn) + ": recompute_ratio must be within [0, 1]");
+    }
+    cacheblend::capi::to_core_blend(fn, sp, &bp);
+    bp.ratio = p.recompute_ratio;  // 0 is a ratio here, not "default"
+
+    bp.check_layers = {1};
+    bp.check_ratios.clear();
+    if (p.n_check_layers > 0) {
+        if (!p.check_layers) {
+            throw cacheblend::error(cacheblend::status::invalid_arg,
+                                    std::string(fn) + ": check_layers is NULL");
+        }
+        bp.check_layers.assign(p.check_layers, p.check_layers + p.n_check_layers);
+    }
+    if (p.check_ratios) {
+        bp.check_ratios.assign(p.check_ratios, p.check_ratios + bp.check_layers.size());
+    }
+    switch (p.deviation) {
+        case CBL_X_DEVIATION_DEFAULT:
+        case CBL_X_DEVIATION_V: bp.deviation = cacheblend::deviation_kind::v; break;
+        case CBL_X_DEVIATION_K: bp.deviation = cacheblend::deviation_kind::k; break;
+        case CBL_X_DEVIATION_KV: bp.deviation = cacheblend::deviation_kind::kv; break;
+        default:
+            throw cacheblend::error(cacheblend::status::invalid_arg,
+                                    fmt("%s: unknown deviation %d", fn, p.deviation));
+    }
+    return bp;
+}
+
+// The prompt's texts in its layout; NULL pointers and blank texts throw invalid_arg.
+cacheblend::rag_prompt_text to_text(const char* fn, const cbl_x_prompt& p) {
+    using cacheblend::fmt;
+    const auto bad = [fn](const std::string& what) {
+        return cacheblend::error(cacheblend::status::invalid_arg, std::string(fn) + ": " + what);
+    };
+    if (!p.question || blank(p.question)) throw bad("the question is empty");
+    if (p.n_chunks == 0) throw bad("no chunks");
+    if (!p.chunks) throw bad("chunks is NULL");
+    std::vector<std::string> chunks;
+    chunks.reserve(p.n_chunks);
+    for (size_t i = 0; i < p.n_chunks; ++i) {
+        if (!p.chunks[i]) throw bad(fmt("chunk %zu is NULL", i));
+        chunks.emplace_back(p.chunks[i], p.lens ? p.lens[i] : std::strlen(p.chunks[i]));
+        if (blank(chunks.back())) throw bad(fmt("chunk %zu has no text", i));
+    }
+    if (p.format != CBL_X_PROMPT_CUSTOM && (p.system || p.preamble)) {
+        throw bad("system and preamble apply to CBL_X_PROMPT_CUSTOM only");
+    }
+    if (p.titles && p.format != CBL_X_PROMPT_MUSIQUE) {
+        throw bad("titles apply to CBL_X_PROMPT_MUSIQUE only");
+    }
+    switch (p.format) {
+        case CBL_X_PROMPT_CHUNKS: return cacheblend::default_rag_prompt(chunks, p.question);
+        case CBL_X_PROMPT_MUSIQUE: {
+            std::vector<cacheblend::rag_passage> passages(chunks.size());
+            for (size_t i = 0; i < chunks.size(); ++i) {
+                passages[i].title = p.titles && p.titles[i] ? p.titles[i] : "";
+                passages[i].text = std::move(chunks[i]);
+            }
+            return cacheblend::musique_prompt(passages, p.question);
+        }
+        case CBL_X_PROMPT_CUSTOM: {
+            cacheblend::rag_prompt_text t;
+            t.system = p.system ? p.system : "";
+            t.preamble = p.preamble ? p.preamble : "";
+            t.chunks = std::move(chunks);
+            t.question = p.question;
+            return t;
+        }
+        default: throw bad(fmt("unknown prompt format %d", p.format));
+    }
+}
+
+cbl_status read_prompt(const char* fn, const cbl_x_prompt* in, cbl_x_prompt* out) {
+    if (!in) return invalid(fn, "prompt is required");
+    return read_params(fn, in, out, cbl_x_prompt_init);
+}
+
+cbl_status copy_out(const std::string& s, char** out) {
+    *out = cacheblend::capi::malloc_copy(s);
+    return CBL_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+cbl_status cbl_x_session_set_blend(cbl_session* session, const cbl_x_blend_params* params) {
+    return CBL_API_GUARD({
+        if (!session) return invalid(__func__, "session is required");
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        cbl_x_blend_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_x_blend_params_init)) return s;
+        session->s->set_params(to_blend(__func__, p, session->s->params()));
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_x_prompt_tokens(const cbl_model* model, const cbl_x_prompt* prompt, size_t* out_n) {
+    return CBL_API_GUARD({
+        if (!model || !out_n) return invalid(__func__, "model and out_n are required");
+        cbl_x_prompt p;
+        if (cbl_status s = read_prompt(__func__, prompt, &p)) return s;
+        const cacheblend::blend_request req =
+            cacheblend::build_blend_request(*model->m, to_text(__func__, p));
+        *out_n = static_cast<size_t>(cacheblend::request_tokens(req));
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_x_session_prefill_prompt(cbl_session* session, const cbl_x_prompt* prompt,
+                                        cbl_stats* out_stats) {
+    return CBL_API_GUARD({
+        if (!session) return invalid(__func__, "session is required");
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        cbl_x_prompt p;
+        if (cbl_status s = read_prompt(__func__, prompt, &p)) return s;
+        const cacheblend::blend_stats st = session->s->prefill_prompt(to_text(__func__, p));
+        session->notice = st.fallback_reason;
+        session->last = st;
+        if (!out_stats) return CBL_OK;
+        cbl_stats out = cacheblend::capi::to_stats(st, nullptr, session->notice);
+        out.n_ctx = session->s->n_ctx();
+        return write_out(__func__, out, out_stats);
+    });
+}
+
+cbl_status cbl_x_session_precompute_prompt(cbl_session* session, const cbl_x_prompt* prompt,
+                                           size_t* out_computed) {
+    if (out_computed) *out_computed = 0;
+    return CBL_API_GUARD({
+        if (!session) return invalid(__func__, "session is required");
+        busy_scope busy(session);
+        if (!busy.ok()) return busy_error(__func__);
+        cbl_x_prompt p;
+        if (cbl_status s = read_prompt(__func__, prompt, &p)) return s;
+        const int64_t n = session->s->precompute_prompt(to_text(__func__, p));
+        if (out_computed) *out_computed = static_cast<size_t>(n);
+        return CBL_OK;
+    });
+}
+
+const float* cbl_x_session_logits(const cbl_session* session, size_t* out_n) {
+    const std::vector<float>* l = session ? &session->s->last_logits() : nullptr;
+    if (out_n) *out_n = l ? l->size() : 0;
+    return l && !l->empty() ? l->data() : nullptr;
+}
+
+cbl_status cbl_x_default_model_path(char** out) {
+    if (out) *out = nullptr;
+    return CBL_API_GUARD({
+        if (!out) return invalid(__func__, "out is required");
+        return copy_out(cacheblend::default_model_path(), out);
+    });
+}
+
+cbl_status cbl_x_eval_parse_answer(const char* generation, char** out) {
+    if (out) *out = nullptr;
+    return CBL_API_GUARD({
+        if (!generation || !out) return invalid(__func__, "generation and out are required");
+        return copy_out(cacheblend::eval::parse_generation(generation), out);
+    });
+}
+
+cbl_status cbl_x_eval_normalize(const char* text, char** out) {
+    if (out) *out = nullptr;
+    return CBL_API_GUARD({
+        if (!text || !out) return invalid(__func__, "text and out are required");
+        return copy_out(cacheblend::eval::normalize_answer(text), out);
+    });
+}
+
+double cbl_x_eval_word_f1(const char* prediction, const char* reference) {
+    try {
+        return cacheblend::eval::word_f1(prediction ? prediction : "", reference ? reference : "");
+    } catch (...) {
+        return 0;
+    }
+}
+
+double cbl_x_eval_answer_f1(const char* generation, const char* const* golds, size_t n_golds) {
+    try {
+        std::vector<std::string> g;
+        for (size_t i = 0; golds && i < n_golds; ++i) {
+            if (golds[i]) g.emplace_back(golds[i]);
+        }
+        return cacheblend::eval::answer_f1(generation ? generation : "", g);
+    } catch (...) {
+        return 0;
+    }
+}
+
+double cbl_x_eval_token_f1(const int32_t* prediction, size_t n_prediction,
+                           const int32_t* reference, size_t n_reference) {
+    try {
+        const std::vector<int32_t> p(prediction, prediction ? prediction + n_prediction : prediction);
+        const std::vector<int32_t> r(reference, reference ? reference + n_reference : reference);
+        return cacheblend::eval::overlap_f1(p, r);
+    } catch (...) {
+        return 0;
+    }
+}
+
+double cbl_x_eval_kl_logits(const float* p_logits, const float* q_logits, size_t n) {
+    if (!p_logits || !q_logits || n == 0) return std::nan("");
+    return cacheblend::eval::kl_divergence_logits(p_logits, q_logits, static_cast<int64_t>(n));
+}
+
+cbl_status cbl_x_eval_paired_bootstrap(const double* a, const double* b, size_t n,
+                                       double* out_lo, double* out_hi) {
+    return CBL_API_GUARD({
+        if (!out_lo || !out_hi || (n > 0 && (!a || !b))) {
+            return invalid(__func__, "a, b, out_lo and out_hi are required");
+        }
+        const cacheblend::eval::interval ci = cacheblend::eval::paired_bootstrap_ci(
+            std::vector<double>(a, a + n), std::vector<double>(b, b + n));
+        *out_lo = ci.lo;
+        *out_hi = ci.hi;
+        return CBL_OK;
+    });
+}
+
+}  // extern "C"
