@@ -7,8 +7,10 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "core/calibration.h"
 #include "core/error.h"
 #include "kernels/memory.h"
 
@@ -16,6 +18,15 @@ namespace cacheblend {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+// A fixed pseudo-random score in [0, 1) (splitmix64): the same positions win on every run.
+float random_score(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return static_cast<float>(x >> 40) / static_cast<float>(1u << 24);
+}
 
 double ms_between(clock_type::time_point a, clock_type::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
@@ -189,7 +200,31 @@ void blend_engine::set_params(const blend_params& p) {
     if (!store_ && p.mode != blend_mode::full) {
         throw error(status::invalid_arg, "blend: modes other than full need a KV store");
     }
+    requested_ = p;
     p_ = p;
+    calib_note_.clear();
+    if (p.ratio_calibrated && p.mode == blend_mode::blend) resolve_calibration();
+}
+
+void blend_engine::resolve_calibration() {
+    std::optional<calibration> c;
+    try {
+        c = read_calibration(store_->dir(), s_.get_model().fingerprint(), p_.format);
+    } catch (const error& e) {
+        calib_note_ = fmt("calibration unreadable (%s): r = %g", e.what(), p_.ratio);
+        return;
+    }
+    if (!c) {
+        calib_note_ = fmt("no calibration for this model and KV format: r = %g", p_.ratio);
+    } else if (c->met) {
+        p_.ratio = c->ratio;
+        p_.ratio_auto = false;
+    } else {
+        p_.mode = blend_mode::full;
+        calib_note_ = fmt("calibration: no ratio below 1 met %s %s %g on %d records: computed in full",
+                          c->metric.c_str(), c->metric == "kl" ? "<=" : ">=", c->target,
+                          c->records);
+    }
 }
 
 chunk_key blend_engine::key_of(const std::vector<token_id>& preamble,
@@ -349,6 +384,9 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     const int64_t NR = static_cast<int64_t>(reused_rows.size());
     st.tokens_reused = NR;
     if (p_.mode == blend_mode::blend && NR == 0) st.fallback_reason = "no cached chunks: computed in full";
+    if (!calib_note_.empty()) {
+        st.fallback_reason = st.fallback_reason.empty() ? calib_note_ : calib_note_ + "; " + st.fallback_reason;
+    }
 
     // ---- ratio and layer schedule ----
     const bool blending = p_.mode == blend_mode::blend && NR > 0;
@@ -437,8 +475,15 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
                 be.kv_deviation(gfresh.data(), kd, gcached.data(), kd, mr, kd, dev.data());
                 for (int64_t i = 0; i < mr; ++i) total[static_cast<size_t>(i)] += dev[static_cast<size_t>(i)];
             };
-            if (p_.deviation != deviation_kind::k) score(fwd.v(), cv);
-            if (p_.deviation != deviation_kind::v) score(fwd.k(), ck);
+            if (p_.deviation == deviation_kind::random) {
+                for (int64_t i = 0; i < mr; ++i) {
+                    const int32_t row = active[static_cast<size_t>(a_idx[static_cast<size_t>(i)])];
+                    total[static_cast<size_t>(i)] = random_score(static_cast<uint64_t>(row) + 1000003u * static_cast<uint64_t>(l));
+                }
+            } else {
+                if (p_.deviation != deviation_kind::k) score(fwd.v(), cv);
+                if (p_.deviation != deviation_kind::v) score(fwd.k(), ck);
+            }
             const float rj = check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())];
             const int64_t n_keep = std::min<int64_t>(
                 mr, static_cast<int64_t>(std::ceil(static_cast<double>(rj) * static_cast<double>(NR) - 1e-9)));

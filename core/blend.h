@@ -21,7 +21,9 @@ enum class blend_mode { full, prefix, reuse, blend };
 const char* blend_mode_name(blend_mode m);
 bool parse_blend_mode(const std::string& s, blend_mode* out);
 
-enum class deviation_kind { v, k, kv };
+// random: a seeded pseudo-random score per prompt position, the control that shows what the
+// deviation-based selection buys at the same ratio (ablations only).
+enum class deviation_kind { v, k, kv, random };
 
 struct blend_params {
     blend_mode mode = blend_mode::blend;
@@ -35,6 +37,9 @@ struct blend_params {
     deviation_kind deviation = deviation_kind::v;
     kv_format format = kv_format::f16;
     bool write_back = true;          // store KV of missed chunks after the request
+    // Blend mode: use the ratio `cacheblend calibrate` recorded in the store for this model and
+    // format (core/calibration.h); without a record, `ratio`; a record that met no target: full.
+    bool ratio_calibrated = false;
 };
 
 struct blend_stats {
@@ -60,7 +65,7 @@ public:
     blend_engine(session& s, std::shared_ptr<kv_store> store, const blend_params& p = {});
     ~blend_engine();
 
-    const blend_params& params() const { return p_; }
+    const blend_params& params() const { return requested_; }
     void set_params(const blend_params& p);
 
     // Computes and stores the chunk's KV over [preamble][chunk] unless already stored.
@@ -79,13 +84,16 @@ public:
     chunk_kv_meta meta_of(int32_t n_tokens) const;
 
 private:
+    void resolve_calibration();  // p_ from requested_ and the store's calibration record
     const std::vector<float>& prefill_once(const blend_request& req,
                                            const std::vector<bool>& forced_miss, blend_stats* out);
     struct impl;
     std::unique_ptr<impl> impl_;
     session& s_;
     std::shared_ptr<kv_store> store_;
-    blend_params p_;
+    blend_params requested_;   // as set
+    blend_params p_;           // as run: a calibrated ratio resolved
+    std::string calib_note_;   // how the calibration changed the request ("" if it did not)
 };
 
 }  // namespace cacheblend

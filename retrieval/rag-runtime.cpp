@@ -175,8 +175,11 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
         if (!blank(h.text)) hits.push_back(std::move(h));
     }
     if (hits.empty()) {
-        throw error(status::invalid_arg, "ask: no chunk of " + rt.data_dir() +
-                                             " matches the question (ingest documents first)");
+        throw error(status::invalid_arg,
+                    "ask: no chunk of " + rt.data_dir() + " matches the question" +
+                        (p.search.filter.empty() ? std::string(" (ingest documents first)")
+                                                 : std::string(" within the filter (collection, "
+                                                               "uri prefix, metadata)")));
     }
     sess_.throw_if_cancelled();
 

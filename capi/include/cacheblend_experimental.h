@@ -24,6 +24,7 @@ extern "C" {
 #define CBL_X_DEVIATION_V       1
 #define CBL_X_DEVIATION_K       2
 #define CBL_X_DEVIATION_KV      3
+#define CBL_X_DEVIATION_RANDOM  4 /* a fixed pseudo-random choice: the control for ablations */
 
 typedef struct cbl_x_blend_params {
     size_t struct_size;           /* set by cbl_x_blend_params_init() */
@@ -36,6 +37,7 @@ typedef struct cbl_x_blend_params {
     const float *check_ratios;    /* gradual filtering: ratio kept at each check layer,
                                      non-increasing (NULL = recompute_ratio at every one) */
     int32_t deviation;            /* CBL_X_DEVIATION_* */
+    bool calibrated_ratio;        /* as in cbl_session_params */
 } cbl_x_blend_params;
 
 static inline void cbl_x_blend_params_init(cbl_x_blend_params *p) {
@@ -95,6 +97,33 @@ CBL_API cbl_status cbl_x_session_precompute_prompt(cbl_session *session,
  *  token's distribution), still there after cbl_session_generate; valid until the next call on
  *  the session. NULL (and *out_n = 0) before any prefill. */
 CBL_API const float *cbl_x_session_logits(const cbl_session *session, size_t *out_n);
+
+/* ---- calibration (DESIGN §4 quality guard): the smallest ratio that met a fidelity target ---- */
+
+typedef struct cbl_x_calibration {
+    size_t struct_size;  /* set by cbl_x_calibration_init() */
+    float ratio;         /* the smallest measured ratio that met the target (1 when none did) */
+    bool met;            /* false: no ratio below 1 met it, so calibrated sessions run full */
+    char metric[32];     /* "fidelity", "agreement" or "kl" (NUL-terminated, [a-z_]) */
+    double target;       /* fidelity and agreement: at least this; kl: at most this */
+    double value;        /* the metric measured at ratio */
+    int32_t records;     /* records measured */
+} cbl_x_calibration;
+
+static inline void cbl_x_calibration_init(cbl_x_calibration *c) {
+    memset(c, 0, sizeof(*c));
+    c->struct_size = sizeof(*c);
+}
+
+/** Records a calibration for (model, kv_format) in the store's folder (atomic replace; other
+ *  models' records are kept). */
+CBL_API cbl_status cbl_x_kvstore_set_calibration(cbl_kvstore *store, const cbl_model *model,
+                                                 int32_t kv_format, const cbl_x_calibration *c);
+/** The record for (model, kv_format): *out_found false when there is none. A damaged record file
+ *  is an error (CBL_CORRUPT / CBL_FORMAT). */
+CBL_API cbl_status cbl_x_kvstore_calibration(cbl_kvstore *store, const cbl_model *model,
+                                             int32_t kv_format, cbl_x_calibration *out,
+                                             bool *out_found);
 
 /** Where cbl_model_load(NULL, ...) looks: $CBL_MODEL, else the default model in the user cache.
  *  Free *out with cbl_free. */

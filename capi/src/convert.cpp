@@ -72,6 +72,7 @@ void to_core_blend(const char* fn, const cbl_session_params& in, blend_params* b
     }
     if (in.recompute_ratio > 0.f) bp->ratio = in.recompute_ratio;
     bp->ratio_auto = in.auto_ratio;
+    bp->ratio_calibrated = in.calibrated_ratio;
     switch (in.kv_format) {
         case CBL_KV_DEFAULT:
         case CBL_KV_F16: bp->format = kv_format::f16; break;

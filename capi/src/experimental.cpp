@@ -3,6 +3,7 @@
 #include "cacheblend_experimental.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
+#include "core/calibration.h"
 #include "core/error.h"
 #include "core/eval-metrics.h"
 #include "core/model.h"
@@ -57,11 +59,13 @@ cacheblend::blend_params to_blend(const char* fn, const cbl_x_blend_params& p,
     if (p.check_ratios) {
         bp.check_ratios.assign(p.check_ratios, p.check_ratios + bp.check_layers.size());
     }
+    bp.ratio_calibrated = p.calibrated_ratio;
     switch (p.deviation) {
         case CBL_X_DEVIATION_DEFAULT:
         case CBL_X_DEVIATION_V: bp.deviation = cacheblend::deviation_kind::v; break;
         case CBL_X_DEVIATION_K: bp.deviation = cacheblend::deviation_kind::k; break;
         case CBL_X_DEVIATION_KV: bp.deviation = cacheblend::deviation_kind::kv; break;
+        case CBL_X_DEVIATION_RANDOM: bp.deviation = cacheblend::deviation_kind::random; break;
         default:
             throw cacheblend::error(cacheblend::status::invalid_arg,
                                     fmt("%s: unknown deviation %d", fn, p.deviation));
@@ -111,6 +115,15 @@ cacheblend::rag_prompt_text to_text(const char* fn, const cbl_x_prompt& p) {
         }
         default: throw bad(fmt("unknown prompt format %d", p.format));
     }
+}
+
+cacheblend::kv_format to_format(const char* fn, int32_t kv_format) {
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.kv_format = kv_format;
+    cacheblend::blend_params bp;
+    cacheblend::capi::to_core_blend(fn, sp, &bp);
+    return bp.format;
 }
 
 cbl_status read_prompt(const char* fn, const cbl_x_prompt* in, cbl_x_prompt* out) {
@@ -188,6 +201,53 @@ const float* cbl_x_session_logits(const cbl_session* session, size_t* out_n) {
     const std::vector<float>* l = session ? &session->s->last_logits() : nullptr;
     if (out_n) *out_n = l ? l->size() : 0;
     return l && !l->empty() ? l->data() : nullptr;
+}
+
+cbl_status cbl_x_kvstore_set_calibration(cbl_kvstore* store, const cbl_model* model,
+                                         int32_t kv_format, const cbl_x_calibration* c) {
+    return CBL_API_GUARD({
+        if (!store || !model || !c) return invalid(__func__, "store, model and c are required");
+        cbl_x_calibration in;
+        if (cbl_status s = read_params(__func__, c, &in, cbl_x_calibration_init)) return s;
+        if (std::memchr(in.metric, '\0', sizeof(in.metric)) == nullptr) {
+            return invalid(__func__, "metric is not NUL-terminated");
+        }
+        cacheblend::calibration cal;
+        cal.model_fingerprint = model->m->fingerprint();
+        cal.format = to_format(__func__, kv_format);
+        cal.ratio = in.ratio;
+        cal.met = in.met;
+        cal.metric = in.metric;
+        cal.target = in.target;
+        cal.value = in.value;
+        cal.records = in.records;
+        cacheblend::write_calibration(store->kv->dir(), cal);
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_x_kvstore_calibration(cbl_kvstore* store, const cbl_model* model, int32_t kv_format,
+                                     cbl_x_calibration* out, bool* out_found) {
+    if (out_found) *out_found = false;
+    return CBL_API_GUARD({
+        if (!store || !model || !out || !out_found) {
+            return invalid(__func__, "store, model, out and out_found are required");
+        }
+        const auto c = cacheblend::read_calibration(store->kv->dir(), model->m->fingerprint(),
+                                                    to_format(__func__, kv_format));
+        if (!c) return CBL_OK;
+        cbl_x_calibration r;
+        cbl_x_calibration_init(&r);
+        r.ratio = c->ratio;
+        r.met = c->met;
+        std::snprintf(r.metric, sizeof(r.metric), "%s", c->metric.c_str());
+        r.target = c->target;
+        r.value = c->value;
+        r.records = c->records;
+        if (cbl_status s = write_out(__func__, r, out)) return s;
+        *out_found = true;
+        return CBL_OK;
+    });
 }
 
 cbl_status cbl_x_default_model_path(char** out) {

@@ -39,7 +39,8 @@ std::vector<flag_spec> blend_tuning_flags() {
     return {
         {"check-layers", "L,..", "layers that select tokens to recompute (default 1)"},
         {"check-ratios", "R,..", "ratio kept at each check layer, non-increasing (gradual)"},
-        {"deviation", "v|k|kv", "what the check layer compares: V, K or both (default v)"},
+        {"deviation", "v|k|kv|random",
+         "what the check layer compares: V, K or both (default v); random: the control"},
         {"kv-format", "f16|q8", "stored KV format (default f16)"},
     };
 }
@@ -112,8 +113,10 @@ blend_tuning parse_blend_tuning(const parsed_args& a) {
             t.deviation = CBL_X_DEVIATION_K;
         } else if (*d == "kv") {
             t.deviation = CBL_X_DEVIATION_KV;
+        } else if (*d == "random") {
+            t.deviation = CBL_X_DEVIATION_RANDOM;
         } else {
-            throw usage_error("--deviation: expected v, k or kv, got '" + *d + "'");
+            throw usage_error("--deviation: expected v, k, kv or random, got '" + *d + "'");
         }
     }
     if (auto f = a.get("kv-format")) {

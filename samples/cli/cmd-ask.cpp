@@ -32,7 +32,9 @@ const command_spec& spec() {
                 model_flag(),
                 {"k", "K", "number of chunks to retrieve (default 4)"},
                 {"mode", "M", "full, prefix, reuse or blend (default blend)"},
-                {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
+                {"ratio", "R|auto|calibrated",
+                 "share of reused tokens recomputed by blend (default 0.15; calibrated: what "
+                 "`cacheblend calibrate` recorded)"},
                 {"kv-format", "F", "chunk KV format in the store: f16 (default) or q8"},
                 {"search", "S", "hybrid (default), dense or bm25"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
@@ -163,6 +165,8 @@ int run_ask(const std::vector<std::string>& args) {
     }
     if (a.get_or("ratio", "") == "auto") {
         sp.auto_ratio = true;
+    } else if (a.get_or("ratio", "") == "calibrated") {
+        sp.calibrated_ratio = true;  // `cacheblend calibrate` recorded it in the store
     } else if (a.has("ratio")) {
         const double r = a.get_double("ratio", 0.15, 0.0, 1.0);
         if (r == 0.0) {

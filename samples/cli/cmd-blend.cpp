@@ -39,7 +39,9 @@ const command_spec& spec() {
                 {"chunk", "FILE", "a document chunk (repeat; prompt order)", true},
                 {"question", "Q", "the question (required)"},
                 {"mode", "M", "full, prefix, reuse or blend (default blend)"},
-                {"ratio", "R|auto", "share of reused tokens recomputed by blend (default 0.15)"},
+                {"ratio", "R|auto|calibrated",
+                 "share of reused tokens recomputed by blend (default 0.15; calibrated: what "
+                 "`cacheblend calibrate` recorded)"},
                 store_flag(),
                 direct_io_flag(),
                 {"warm", "", "precompute missing chunks before the timed request"},
@@ -53,8 +55,9 @@ const command_spec& spec() {
             "Modes: full recomputes every token; prefix reuses the first chunk's cached KV; reuse\n"
             "takes every cached chunk as is (only the question is computed); blend recomputes\n"
             "also the share R of reused tokens whose KV deviates most (auto: R from measured load\n"
-            "and compute rates). Without --warm, chunks missing from the store are computed\n"
-            "inside the request (its TTFT is the cold one) and stored after the answer.\n"
+            "and compute rates; calibrated: the ratio `cacheblend calibrate` recorded in the\n"
+            "store). Without --warm, chunks missing from the store are computed inside the\n"
+            "request (its TTFT is the cold one) and stored after the answer.\n"
             "Generation is greedy and stops at an end-of-generation token or after --max-tokens.",
         };
         for (flag_spec& f : blend_tuning_flags()) c.flags.push_back(std::move(f));
@@ -132,8 +135,10 @@ int run_blend(const std::vector<std::string>& args) {
         throw usage_error("--mode: expected full, prefix, reuse or blend, got '" + mode_text + "'");
     }
     const bool ratio_auto = a.get_or("ratio", "") == "auto";
-    const auto ratio =
-        ratio_auto ? 0.15f : static_cast<float>(a.get_double("ratio", 0.15, 0.0, 1.0));
+    const bool ratio_calibrated = a.get_or("ratio", "") == "calibrated";
+    const auto ratio = ratio_auto || ratio_calibrated
+                           ? 0.15f
+                           : static_cast<float>(a.get_double("ratio", 0.15, 0.0, 1.0));
     const blend_tuning tuning = parse_blend_tuning(a);
     constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
     cbl_generate_params gp;
@@ -188,7 +193,8 @@ int run_blend(const std::vector<std::string>& args) {
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
     const session_ptr sess(s_raw);
-    const cbl_x_blend_params bp = tuning.params(mode, ratio, ratio_auto);
+    cbl_x_blend_params bp = tuning.params(mode, ratio, ratio_auto);
+    bp.calibrated_ratio = ratio_calibrated;
     check(cbl_x_session_set_blend(sess.get(), &bp));
 
     double warm_ms = 0;

@@ -18,6 +18,7 @@ int run_tokenize(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 int run_blend(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
+int run_calibrate(const std::vector<std::string>& args);
 int run_ingest(const std::vector<std::string>& args);
 int run_search(const std::vector<std::string>& args);
 int run_ask(const std::vector<std::string>& args);

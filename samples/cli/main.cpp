@@ -32,6 +32,8 @@ const command_entry k_commands[] = {
     {"search", "retrieve chunks for a query", cacheblend::cli::run_search},
     {"ask", "retrieve and answer with blended KV caches", cacheblend::cli::run_ask},
     {"eval", "compare modes on a QA dataset", cacheblend::cli::run_eval},
+    {"calibrate", "record the smallest ratio that keeps blending faithful to full prefill",
+     cacheblend::cli::run_calibrate},
 };
 
 std::string top_help() {

@@ -234,6 +234,80 @@ TEST_F(CapiExperimental, PromptLayoutsAndBadPrompts) {
     EXPECT_EQ(cbl_x_session_prefill_prompt(session_, &c, nullptr), CBL_OK) << cbl_last_error();
 }
 
+TEST_F(CapiExperimental, CalibratedSessionsUseTheRecordedRatio) {
+    const cbl_x_prompt p = chunks_prompt();
+    ASSERT_EQ(cbl_x_session_precompute_prompt(session_, &p, nullptr), CBL_OK) << cbl_last_error();
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = 512;
+    sp.n_threads = 2;
+    sp.calibrated_ratio = true;
+    std::string notice;  // st.notice lives only as long as its session
+    const auto prefill = [&](cbl_stats* st) {
+        cbl_session* s = nullptr;
+        ASSERT_EQ(cbl_session_create_with(model_, store_, &sp, &s), CBL_OK) << cbl_last_error();
+        cbl_stats_init(st);
+        ASSERT_EQ(cbl_x_session_prefill_prompt(s, &p, st), CBL_OK) << cbl_last_error();
+        notice = st->notice;
+        st->notice = nullptr;
+        cbl_session_free(s);
+    };
+
+    // No record yet: the default ratio, and the notice says so.
+    cbl_x_calibration c;
+    bool found = true;
+    ASSERT_EQ(cbl_x_kvstore_calibration(store_, model_, CBL_KV_F16, &c, &found), CBL_OK);
+    EXPECT_FALSE(found);
+    cbl_stats st;
+    prefill(&st);
+    EXPECT_EQ(st.mode, CBL_MODE_BLEND);
+    EXPECT_FLOAT_EQ(st.ratio, 0.15f);
+    EXPECT_NE(notice.find("no calibration"), std::string::npos) << notice;
+
+    // A record that met its target sets the ratio.
+    cbl_x_calibration_init(&c);
+    c.ratio = 0.3f;
+    c.met = true;
+    std::strcpy(c.metric, "kl");
+    c.target = 0.05;
+    c.value = 0.04;
+    c.records = 20;
+    ASSERT_EQ(cbl_x_kvstore_set_calibration(store_, model_, CBL_KV_F16, &c), CBL_OK) << cbl_last_error();
+    cbl_x_calibration back;
+    cbl_x_calibration_init(&back);
+    ASSERT_EQ(cbl_x_kvstore_calibration(store_, model_, CBL_KV_F16, &back, &found), CBL_OK);
+    ASSERT_TRUE(found);
+    EXPECT_FLOAT_EQ(back.ratio, 0.3f);
+    EXPECT_STREQ(back.metric, "kl");
+    EXPECT_EQ(back.records, 20);
+    ASSERT_EQ(cbl_x_kvstore_calibration(store_, model_, CBL_KV_Q8, &back, &found), CBL_OK);
+    EXPECT_FALSE(found) << "records are per KV format";
+    prefill(&st);
+    EXPECT_EQ(st.mode, CBL_MODE_BLEND);
+    EXPECT_FLOAT_EQ(st.ratio, 0.3f);
+    EXPECT_EQ(notice, "");
+
+    // A record where no ratio met the target: full prefill, with the reason.
+    c.ratio = 1.f;
+    c.met = false;
+    std::strcpy(c.metric, "fidelity");
+    c.target = 0.9;
+    ASSERT_EQ(cbl_x_kvstore_set_calibration(store_, model_, CBL_KV_F16, &c), CBL_OK);
+    prefill(&st);
+    EXPECT_EQ(st.mode, CBL_MODE_FULL);
+    EXPECT_EQ(st.tokens_reused, 0);
+    EXPECT_NE(notice.find("fidelity >= 0.9"), std::string::npos) << notice;
+
+    // Bad arguments.
+    EXPECT_EQ(cbl_x_kvstore_set_calibration(nullptr, model_, CBL_KV_F16, &c), CBL_INVALID_ARG);
+    EXPECT_EQ(cbl_x_kvstore_set_calibration(store_, model_, 9, &c), CBL_INVALID_ARG);
+    std::memset(c.metric, 'a', sizeof(c.metric));
+    EXPECT_EQ(cbl_x_kvstore_set_calibration(store_, model_, CBL_KV_F16, &c), CBL_INVALID_ARG);
+    std::strcpy(c.metric, "Bad Metric");
+    EXPECT_EQ(cbl_x_kvstore_set_calibration(store_, model_, CBL_KV_F16, &c), CBL_INVALID_ARG);
+    EXPECT_EQ(cbl_x_kvstore_calibration(store_, model_, CBL_KV_F16, &back, nullptr), CBL_INVALID_ARG);
+}
+
 TEST(CapiExperimentalEval, MetricsAreThePapers) {
     char* s = nullptr;
     ASSERT_EQ(cbl_x_eval_parse_answer("\n\nyes, it is\nmore", &s), CBL_OK);

@@ -26,6 +26,14 @@ using cbltest::shell_quote;
 using cbltest::write_file;
 using run_result = cbltest::cli_result;
 
+// A failed run: exit code `code` and one "cacheblend: error: ..." line that mentions needle.
+void one_error_line(const run_result& r, int code, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_EQ(r.err.rfind("cacheblend: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
 class CliBlend : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -142,12 +150,6 @@ TEST_F(CliBlend, ColdStoreMissesInsideTheRequestUnlessWarm) {
 }
 
 TEST_F(CliBlend, Errors) {
-    const auto one_error_line = [](const run_result& r, int code, const std::string& needle) {
-        EXPECT_EQ(r.exit_code, code) << r.err;
-        EXPECT_EQ(r.err.rfind("cacheblend: error: ", 0), 0u) << r.err;
-        EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
-        EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-    };
     one_error_line(run({"blend", "--question", "q"}), 2, "--chunk");
     one_error_line(run({"blend", "--chunk", dir_ + "/a.txt"}), 2, "--question");
     std::vector<std::string> bad = blend_args("sideways", dir_ + "/kv");
@@ -241,6 +243,57 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     for (const char* m : {"full ", "reuse ", "blend@0.1 ", "blend@1 "}) {
         EXPECT_NE(h.out.find(m), std::string::npos) << m << "\n" << h.out;
     }
+}
+
+TEST_F(CliBlend, CalibrateRecordsTheRatioThatBlendThenUses) {
+    const std::string dataset = dir_ + "/tiny.json";
+    write_file(dataset,
+               "[{\"ctxs\": [{\"title\": \"\", \"text\": \"mount kilimanjaro is a dormant "
+               "volcano in tanzania.\"}, {\"title\": \"\", \"text\": \"the amazon river flows "
+               "through brazil.\"}], \"question\": \"In which country is Kilimanjaro?\", "
+               "\"answers\": [\"Tanzania\"]}]\n");
+    const std::string store = dir_ + "/kv";
+    const auto calibrate = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args{"calibrate", "--dataset", dataset, "--store", store,
+                                      "--max-tokens", "4", "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const run_result r = run(args);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        json j;
+        EXPECT_NO_THROW(j = json::parse(r.out)) << r.out;
+        return j;
+    };
+    // Any KL is at most 1e6: the smallest ratio tried meets it.
+    json c = calibrate({"--metric", "kl", "--target", "1e6", "--ratios", "0.5,0.25"});
+    ASSERT_TRUE(c.has("met"));
+    EXPECT_TRUE(c["met"].b);
+    EXPECT_DOUBLE_EQ(c["ratio"].num, 0.25);
+    EXPECT_EQ(c["records"].num, 1);
+    EXPECT_EQ(c["points"].size(), 2u);
+    std::vector<std::string> args = blend_args("blend", store);
+    args.insert(args.end(), {"--ratio", "calibrated"});
+    json st = blend_json(args);
+    EXPECT_DOUBLE_EQ(st["ratio"].num, 0.25);
+    EXPECT_EQ(st["mode"].str, "blend");
+
+    // A dry run records nothing.
+    c = calibrate({"--metric", "kl", "--target", "0", "--ratios", "0.5", "--dry-run"});
+    EXPECT_FALSE(c["recorded"].b);
+    st = blend_json(args);
+    EXPECT_DOUBLE_EQ(st["ratio"].num, 0.25);
+
+    // No ratio below 1 reaches KL 0: calibrated requests run full, and say why.
+    c = calibrate({"--metric", "kl", "--target", "0", "--ratios", "0.5"});
+    EXPECT_FALSE(c["met"].b);
+    EXPECT_DOUBLE_EQ(c["ratio"].num, 1.0);
+    st = blend_json(args);
+    EXPECT_EQ(st["mode"].str, "full");
+    ASSERT_TRUE(st.has("fallback_reason"));
+    EXPECT_NE(st["fallback_reason"].str.find("kl <= 0"), std::string::npos)
+        << st["fallback_reason"].str;
+
+    one_error_line(run({"calibrate", "--dataset", dataset, "--metric", "speed"}), 2, "--metric");
+    one_error_line(run({"calibrate", "--dataset", dataset, "--target", "2"}), 2, "--target");
 }
 
 }  // namespace

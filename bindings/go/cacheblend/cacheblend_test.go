@@ -188,6 +188,151 @@ func TestSearchWithFiltersAndDelete(t *testing.T) {
 	}
 }
 
+// ingestWithMetadata adds two river documents with different metadata to openRuntime's three
+// (which have none).
+func ingestWithMetadata(t *testing.T, rt *cacheblend.Runtime) {
+	t.Helper()
+	for _, d := range []struct{ uri, text, meta string }{
+		{"mem://rivers-en", "Rivers: the Amazon carries more water than any other river.", `{"lang":"en","year":2020}`},
+		{"mem://rivers-de", "Rivers: the Danube flows through ten countries of Europe.", `{"lang":"de","year":2021}`},
+	} {
+		if _, err := rt.IngestText(context.Background(), d.uri, d.text,
+			&cacheblend.IngestOptions{MetadataJSON: d.meta}); err != nil {
+			t.Fatalf("IngestText %s: %v", d.uri, err)
+		}
+	}
+}
+
+func uris(hits []cacheblend.Hit) []string {
+	var out []string
+	for _, h := range hits {
+		out = append(out, h.URI)
+	}
+	return out
+}
+
+func TestMetadataFilterAndSearchMode(t *testing.T) {
+	rt, dir := openRuntime(t)
+	ingestWithMetadata(t, rt)
+
+	bm25 := func(meta map[string]string) *cacheblend.SearchOptions {
+		return &cacheblend.SearchOptions{K: 10, Mode: cacheblend.SearchBM25, Metadata: meta}
+	}
+	res, err := rt.SearchResults("rivers", bm25(nil))
+	if err != nil || len(res.Hits) < 2 || res.Mode != cacheblend.SearchBM25 {
+		t.Fatalf("unfiltered: %v, %v, mode %v", err, uris(res.Hits), res.Mode)
+	}
+	res, err = rt.SearchResults("rivers", bm25(map[string]string{"lang": "de"}))
+	if err != nil || len(res.Hits) != 1 || res.Hits[0].URI != "mem://rivers-de" || res.Mode != cacheblend.SearchBM25 {
+		t.Errorf("lang=de: %v, %v, mode %v", err, uris(res.Hits), res.Mode)
+	}
+	// Every pair must hold; values compare as text, so "2021" matches the JSON number.
+	hits, _, err := rt.Search("rivers", bm25(map[string]string{"lang": "de", "year": "2021"}))
+	if err != nil || len(hits) != 1 || hits[0].URI != "mem://rivers-de" {
+		t.Errorf("lang=de year=2021: %v, %v", err, uris(hits))
+	}
+	hits, _, err = rt.Search("rivers", bm25(map[string]string{"lang": "en", "year": "2021"}))
+	if err != nil || len(hits) != 0 {
+		t.Errorf("lang=en year=2021: %v, %v, want none", err, uris(hits))
+	}
+	// It combines with the other filters.
+	hits, _, err = rt.Search("rivers", &cacheblend.SearchOptions{Mode: cacheblend.SearchBM25,
+		URIPrefix: "mem://rivers-e", Metadata: map[string]string{"lang": "de"}})
+	if err != nil || len(hits) != 0 {
+		t.Errorf("uri prefix + metadata: %v, %v, want none", err, uris(hits))
+	}
+
+	// Ingested files carry "kind" and "path".
+	folder := filepath.Join(dir, "notes")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"a.md": "# Rivers\n\nThe Nile is long.\n", "b.txt": "Rivers: the Nile is long.\n"} {
+		if err := os.WriteFile(filepath.Join(folder, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rt.IngestPath(context.Background(), folder, nil); err != nil {
+		t.Fatalf("IngestPath: %v", err)
+	}
+	hits, _, err = rt.Search("Nile", bm25(map[string]string{"kind": "markdown"}))
+	if err != nil || len(hits) != 1 || !strings.HasSuffix(hits[0].URI, "a.md") {
+		t.Errorf("kind=markdown: %v, %v", err, uris(hits))
+	}
+
+	// The mode that ran: hybrid with an embedder, else BM25 (and a notice).
+	res, err = rt.SearchResults("Which river flows through Europe?",
+		&cacheblend.SearchOptions{Metadata: map[string]string{"lang": "de"}})
+	want := cacheblend.SearchHybrid
+	if rt.Notice() != "" {
+		want = cacheblend.SearchBM25
+	}
+	if err != nil || len(res.Hits) != 1 || res.Hits[0].URI != "mem://rivers-de" || res.Mode != want {
+		t.Errorf("default search: %v, %v, mode %v, want %v (runtime notice %q)", err, uris(res.Hits), res.Mode, want, rt.Notice())
+	}
+
+	var e *cacheblend.Error
+	for _, key := range []string{"la ng", "", strings.Repeat("k", 129), `a"b`} {
+		_, _, err = rt.Search("rivers", bm25(map[string]string{key: "de"}))
+		if !errors.Is(err, cacheblend.ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Msg, "metadata key") {
+			t.Errorf("bad key %q: %v, want ErrInvalidArg about the metadata key", key, err)
+		}
+	}
+	_, err = rt.SearchResults("rivers", bm25(map[string]string{"lang": "d\x00e"}))
+	if !errors.Is(err, cacheblend.ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Msg, "NUL") {
+		t.Errorf("NUL in a value: %v, want ErrInvalidArg", err)
+	}
+}
+
+func TestSearchFallsBackToBM25WithoutAnEmbedder(t *testing.T) {
+	rt, err := cacheblend.Open(&cacheblend.RuntimeOptions{ModelPath: modelPath(t),
+		DataDir: filepath.Join(t.TempDir(), "data"), Threads: 2, NoEmbedder: true})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer rt.Close()
+	if _, err := rt.IngestText(context.Background(), docs[0].uri, docs[0].text, nil); err != nil {
+		t.Fatalf("IngestText: %v", err)
+	}
+	res, err := rt.SearchResults("river", &cacheblend.SearchOptions{Mode: cacheblend.SearchHybrid})
+	if err != nil || len(res.Hits) != 1 || res.Mode != cacheblend.SearchBM25 || res.Notice == "" {
+		t.Errorf("hybrid without an embedder: %v, %v, mode %v, notice %q", err, uris(res.Hits), res.Mode, res.Notice)
+	}
+	if got := res.Mode.String(); got != "bm25" {
+		t.Errorf("SearchBM25.String() = %q", got)
+	}
+}
+
+func TestAskWithMetadataFilterCitesOnlyMatches(t *testing.T) {
+	rt, _ := openRuntime(t)
+	ingestWithMetadata(t, rt)
+	s := newSession(t, rt, nil)
+	opts := &cacheblend.AskOptions{SearchMode: cacheblend.SearchBM25, MaxTokens: 4,
+		Metadata: map[string]string{"lang": "de"}}
+	ans, err := s.Ask(context.Background(), "Which river flows through Europe?", opts, nil)
+	if err != nil {
+		t.Fatalf("Ask: %v", err)
+	}
+	if got := uris(ans.Citations); len(got) != 1 || got[0] != "mem://rivers-de" {
+		t.Errorf("citations %v, want only mem://rivers-de", got)
+	}
+	if ans.Stats.SearchMode != cacheblend.SearchBM25 {
+		t.Errorf("stats search mode %v", ans.Stats.SearchMode)
+	}
+	// Nothing to retrieve: the library refuses to answer without context.
+	opts.Metadata = map[string]string{"lang": "fr"}
+	_, err = s.Ask(context.Background(), "Which river flows through Europe?", opts, nil)
+	if !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("no document matches: %v, want ErrInvalidArg", err)
+	}
+	opts.Metadata = map[string]string{"la ng": "de"}
+	_, err = s.Ask(context.Background(), "Which river flows through Europe?", opts, nil)
+	var e *cacheblend.Error
+	if !errors.Is(err, cacheblend.ErrInvalidArg) || !errors.As(err, &e) || !strings.Contains(e.Msg, "metadata key") {
+		t.Errorf("bad key: %v, want ErrInvalidArg", err)
+	}
+}
+
 func TestIngestFolderReportsSkipsAndAborts(t *testing.T) {
 	rt, dir := openRuntime(t)
 	folder := filepath.Join(dir, "docs")

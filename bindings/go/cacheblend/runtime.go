@@ -353,21 +353,49 @@ func (r *Runtime) Check() ([]string, error) {
 	return out, nil
 }
 
-// SearchOptions configure Search. The zero value selects the defaults.
+// SearchOptions configure Search and SearchResults. The zero value selects the defaults.
 type SearchOptions struct {
 	K          int        // hits to return (0 = 5)
 	Mode       SearchMode // retrieval mode (0 = hybrid)
 	Collection string     // only this collection ("" = every collection)
 	URIPrefix  string     // only documents whose uri starts with it ("" = every document)
+	// Metadata keeps only documents whose metadata holds each value under its key (nil = every
+	// document). A document's metadata is the JSON object given as IngestOptions.MetadataJSON;
+	// ingested files carry "kind" ("text", "markdown" or "html") and "path". Values compare as
+	// text, so "2021" matches the JSON number 2021. Keys are 1 to 128 of [A-Za-z0-9_.-] and
+	// name top-level fields ("a.b" is the key "a.b", not a nested field); another key is an
+	// ErrInvalidArg error.
+	Metadata map[string]string
+}
+
+// SearchResults are what a search returned (Runtime.SearchResults).
+type SearchResults struct {
+	Hits []Hit // the best chunks, best first
+	// Notice tells what the retriever changed, e.g. dense search skipped without an embedder
+	// ("" if nothing).
+	Notice string
+	// Mode is the retrieval that ran: SearchHybrid falls back to SearchBM25 without an embedder.
+	Mode SearchMode
 }
 
 // Search returns the best chunks for query, best first, and a notice telling what the retriever
-// changed (e.g. dense search skipped without an embedder; "" if nothing).
+// changed (e.g. dense search skipped without an embedder; "" if nothing). SearchResults also
+// tells which retrieval mode ran.
 func (r *Runtime) Search(query string, opts *SearchOptions) ([]Hit, string, error) {
+	res, err := r.SearchResults(query, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	return res.Hits, res.Notice, nil
+}
+
+// SearchResults is Search returning the hits and the notice together with the retrieval mode
+// that ran.
+func (r *Runtime) SearchResults(query string, opts *SearchOptions) (*SearchResults, error) {
 	const op = "search"
 	p, err := r.acquire(op)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	defer r.h.release()
 	if opts == nil {
@@ -381,21 +409,28 @@ func (r *Runtime) Search(query string, opts *SearchOptions) ([]Hit, string, erro
 		collection: cs.opt(opts.Collection),
 		uri_prefix: cs.opt(opts.URIPrefix),
 	}
+	if o.metadata_keys, o.metadata_values, o.n_metadata, err = cs.metadata(op, opts.Metadata); err != nil {
+		return nil, err
+	}
 	var res *C.cbl_results
 	var msg *C.char
 	if err := callError(op, C.gocbl_search(p, cs.str(query), &o, &res, &msg), msg); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	defer C.cbl_results_free(res)
 	n := C.cbl_results_count(res)
-	hits := make([]Hit, 0, int(n))
+	out := &SearchResults{
+		Hits:   make([]Hit, 0, int(n)),
+		Notice: C.GoString(C.cbl_results_notice(res)),
+		Mode:   SearchMode(C.cbl_results_mode(res)),
+	}
 	for i := C.size_t(0); i < n; i++ {
 		var h C.cbl_hit
 		var hmsg *C.char
 		if err := callError(op, C.gocbl_results_hit(res, i, &h, &hmsg), hmsg); err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		hits = append(hits, hitFromC(&h))
+		out.Hits = append(out.Hits, hitFromC(&h))
 	}
-	return hits, C.GoString(C.cbl_results_notice(res)), nil
+	return out, nil
 }

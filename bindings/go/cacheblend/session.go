@@ -165,6 +165,10 @@ type AskOptions struct {
 	Seed        uint64     // sampling seed for Temperature > 0
 	CompareFull bool       // also time the same prompt in ModeFull (Stats.FullTTFT)
 	TopLogprobs int        // record the k most likely first tokens in Answer.TopLogprobs (0 = none)
+	// Metadata retrieves only from documents whose metadata holds each value under its key
+	// (nil = every document), as SearchOptions.Metadata does. When no chunk passes the filters,
+	// Ask fails with an ErrInvalidArg error.
+	Metadata map[string]string
 	// OnToken, when set, receives each token's text as it is generated, on the calling
 	// goroutine; returning false stops generating (Stats.StopReason == StopCallback). A piece may
 	// end inside a UTF-8 sequence; the pieces concatenate to Answer.Text.
@@ -214,6 +218,10 @@ func (s *Session) Ask(ctx context.Context, question string, opts *AskOptions, w 
 		seed:         C.uint64_t(opts.Seed),
 		compare_full: C.bool(opts.CompareFull),
 		top_logprobs: C.int32_t(opts.TopLogprobs),
+	}
+	var err error
+	if o.metadata_keys, o.metadata_values, o.n_metadata, err = cs.metadata(op, opts.Metadata); err != nil {
+		return nil, err
 	}
 	cq := cs.str(question)
 	return s.stream(ctx, op, w, opts.OnToken,

@@ -107,6 +107,9 @@ cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_o
     p.mode = o->mode;
     p.collection = o->collection;
     p.uri_prefix = o->uri_prefix;
+    p.metadata_keys = o->metadata_keys;
+    p.metadata_values = o->metadata_values;
+    p.n_metadata = o->n_metadata;
     return gocbl_ret(cbl_runtime_search(rt, query, &p, out), err);
 }
 
@@ -175,6 +178,9 @@ cbl_status gocbl_session_ask(cbl_session *s, const char *question, const gocbl_a
     p.seed = o->seed;
     p.compare_full = o->compare_full;
     p.top_logprobs = o->top_logprobs;
+    p.metadata_keys = o->metadata_keys;
+    p.metadata_values = o->metadata_values;
+    p.n_metadata = o->n_metadata;
     if (sink) {
         p.on_token = gocbl_on_token;
         p.user_data = (void *)sink;

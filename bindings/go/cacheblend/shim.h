@@ -18,12 +18,16 @@
 
 #include "cacheblend.h"
 
-/* Search options as one plain struct (no C pointers owned here). */
+/* Search options as one plain struct (no C pointers owned here). Every pointer, the metadata
+ * arrays included, points to C memory the Go caller allocates and frees around the call. */
 typedef struct gocbl_search_opts {
     int32_t k;
     int32_t mode;
     const char *collection;
     const char *uri_prefix;
+    const char *const *metadata_keys;
+    const char *const *metadata_values;
+    size_t n_metadata;
 } gocbl_search_opts;
 
 typedef struct gocbl_ingest_opts {
@@ -53,6 +57,9 @@ typedef struct gocbl_ask_opts {
     uint64_t seed;
     bool compare_full;
     int32_t top_logprobs;
+    const char *const *metadata_keys;   /* C memory, as in gocbl_search_opts */
+    const char *const *metadata_values;
+    size_t n_metadata;
 } gocbl_ask_opts;
 
 typedef struct gocbl_generate_opts {

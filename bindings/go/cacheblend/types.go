@@ -7,6 +7,9 @@ package cacheblend
 import "C"
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 	"unsafe"
 )
@@ -50,6 +53,21 @@ const (
 	SearchDense   SearchMode = C.CBL_SEARCH_DENSE   // embedder + FAISS only
 	SearchBM25    SearchMode = C.CBL_SEARCH_BM25    // SQLite FTS5 only
 )
+
+// String returns the retrieval mode's name, e.g. "bm25".
+func (m SearchMode) String() string {
+	switch m {
+	case SearchDefault:
+		return "default"
+	case SearchHybrid:
+		return "hybrid"
+	case SearchDense:
+		return "dense"
+	case SearchBM25:
+		return "bm25"
+	}
+	return "unknown"
+}
 
 // KVFormat is the storage format of chunk KV (CBL_KV_*).
 type KVFormat int32
@@ -257,6 +275,38 @@ func (c *cstrings) opt(s string) *C.char {
 		return nil
 	}
 	return c.str(s)
+}
+
+// metadata returns C arrays of m's keys and values, in key order, for the metadata_keys,
+// metadata_values and n_metadata fields of a search or ask (NULL, NULL, 0 for an empty m). The
+// arrays and strings are C memory freed with the rest, so the params hold no Go pointers. A key
+// or value with a NUL byte is an ErrInvalidArg error: C would see it cut short.
+func (c *cstrings) metadata(op string, m map[string]string) (keys, values **C.char, n C.size_t, err error) {
+	if len(m) == 0 {
+		return nil, nil, 0, nil
+	}
+	names := make([]string, 0, len(m))
+	for k, v := range m {
+		if strings.IndexByte(k, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
+			return nil, nil, 0, &Error{Status: StatusInvalidArg, Op: op,
+				Msg: fmt.Sprintf("metadata filter %q contains a NUL byte", k)}
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	keys, values = c.array(len(names)), c.array(len(names))
+	ks, vs := unsafe.Slice(keys, len(names)), unsafe.Slice(values, len(names))
+	for i, k := range names {
+		ks[i], vs[i] = c.str(k), c.str(m[k])
+	}
+	return keys, values, C.size_t(len(names)), nil
+}
+
+// array returns a C array of n C string pointers (n > 0), freed with the rest.
+func (c *cstrings) array(n int) **C.char {
+	p := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof((*C.char)(nil)))) // cgo's malloc never returns NULL
+	*c = append(*c, p)
+	return (**C.char)(p)
 }
 
 func (c *cstrings) free() {

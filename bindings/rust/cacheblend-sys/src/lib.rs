@@ -243,6 +243,7 @@ pub struct cbl_session_params {
     pub recompute_ratio: f32,
     pub auto_ratio: bool,
     pub kv_format: i32,
+    pub calibrated_ratio: bool,
 }
 
 pub type cbl_token_fn = Option<

@@ -485,7 +485,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io }
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
-                             kv_format }
+                             kv_format, calibrated_ratio }
         cbl_generate_params { struct_size, max_tokens, temperature, seed, on_token, user_data,
                               top_logprobs, ignore_eog, top_k, top_p, min_p }
         cbl_prompt_params { struct_size, chat, system, parse_special }

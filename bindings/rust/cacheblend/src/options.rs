@@ -1,5 +1,6 @@
 //! Builder-style parameters. `Default` (or `new()`) is the library default for every field, as a
-//! zeroed C params struct is; each setter fills one field of the sized C struct.
+//! zeroed C params struct is; each setter fills one field of the sized C struct (`metadata` adds
+//! one filter pair per call).
 use std::fmt;
 use std::path::PathBuf;
 
@@ -100,6 +101,22 @@ fn opt_raw<T>(v: Option<T>, raw: impl Fn(T) -> i32) -> i32 {
     v.map_or(0, raw)
 }
 
+/// Builder setters: each `/// docs fn name(arg: Type) { field = value }` becomes
+/// `#[must_use] pub fn name(mut self, arg: Type) -> Self`, which stores `value` in `self.field`
+/// and returns `self`. The doc comments stay on the generated methods.
+macro_rules! setters {
+    ($($(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) { $field:ident = $value:expr })*) => {
+        $(
+            $(#[$attr])*
+            #[must_use]
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+
 /// Parameters of [`Runtime::open`](crate::Runtime::open) (`cbl_runtime_params`).
 #[derive(Clone, Debug, Default)]
 pub struct RuntimeOptions {
@@ -117,49 +134,25 @@ impl RuntimeOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The GGUF model (default: `$CBL_MODEL`, else the default model in the user cache).
-    #[must_use]
-    pub fn model_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.model_path = Some(path.into());
-        self
-    }
-    /// The embedding model (default: `$CBL_EMBED_MODEL`, else the default embedder; when that file
-    /// is missing retrieval is BM25-only and [`Runtime::notice`](crate::Runtime::notice) says so).
-    #[must_use]
-    pub fn embedder_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.embedder_path = Some(path.into());
-        self
-    }
-    /// The data directory, created 0700 (default: `${XDG_DATA_HOME:-~/.local/share}/cacheblend`).
-    #[must_use]
-    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.data_dir = Some(dir.into());
-        self
-    }
-    /// Bytes of chunk KV kept before the least recently used is evicted (0 = 8 GiB).
-    #[must_use]
-    pub fn kv_budget_bytes(mut self, bytes: u64) -> Self {
-        self.kv_budget_bytes = bytes;
-        self
-    }
-    /// Compute threads (0 = all cores).
-    #[must_use]
-    pub fn n_threads(mut self, n: i32) -> Self {
-        self.n_threads = n;
-        self
-    }
-    /// The device, e.g. `"cpu"` or `"cuda:0"` (default `"cpu"`; one this build lacks is
-    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported)).
-    #[must_use]
-    pub fn device(mut self, device: impl Into<String>) -> Self {
-        self.device = Some(device.into());
-        self
-    }
-    /// Do not load an embedder: retrieval is BM25-only.
-    #[must_use]
-    pub fn no_embedder(mut self, yes: bool) -> Self {
-        self.no_embedder = yes;
-        self
+    setters! {
+        /// The GGUF model (default: `$CBL_MODEL`, else the default model in the user cache).
+        fn model_path(path: impl Into<PathBuf>) { model_path = Some(path.into()) }
+        /// The embedding model (default: `$CBL_EMBED_MODEL`, else the default embedder; when that
+        /// file is missing retrieval is BM25-only and [`Runtime::notice`](crate::Runtime::notice)
+        /// says so).
+        fn embedder_path(path: impl Into<PathBuf>) { embedder_path = Some(path.into()) }
+        /// The data directory, created 0700 (default:
+        /// `${XDG_DATA_HOME:-~/.local/share}/cacheblend`).
+        fn data_dir(dir: impl Into<PathBuf>) { data_dir = Some(dir.into()) }
+        /// Bytes of chunk KV kept before the least recently used is evicted (0 = 8 GiB).
+        fn kv_budget_bytes(bytes: u64) { kv_budget_bytes = bytes }
+        /// Compute threads (0 = all cores).
+        fn n_threads(n: i32) { n_threads = n }
+        /// The device, e.g. `"cpu"` or `"cuda:0"` (default `"cpu"`; one this build lacks is
+        /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported)).
+        fn device(device: impl Into<String>) { device = Some(device.into()) }
+        /// Do not load an embedder: retrieval is BM25-only.
+        fn no_embedder(yes: bool) { no_embedder = yes }
     }
 }
 
@@ -179,41 +172,19 @@ impl SessionOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Compute threads (0 = the runtime's, or all cores).
-    #[must_use]
-    pub fn n_threads(mut self, n: i32) -> Self {
-        self.n_threads = n;
-        self
-    }
-    /// Context length in tokens (0 = the model's training context, at most 8192).
-    #[must_use]
-    pub fn n_ctx(mut self, n: i32) -> Self {
-        self.n_ctx = n;
-        self
-    }
-    /// The prefill mode (default [`Mode::Blend`]).
-    #[must_use]
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-    /// Share of reused tokens recomputed in [`Mode::Blend`], in (0, 1] (0 = 0.15).
-    #[must_use]
-    pub fn recompute_ratio(mut self, ratio: f32) -> Self {
-        self.recompute_ratio = ratio;
-        self
-    }
-    /// Pick the ratio from measured load and compute rates.
-    #[must_use]
-    pub fn auto_ratio(mut self, yes: bool) -> Self {
-        self.auto_ratio = yes;
-        self
-    }
-    /// KV format of chunks this session stores (default [`KvFormat::F16`]).
-    #[must_use]
-    pub fn kv_format(mut self, format: KvFormat) -> Self {
-        self.kv_format = Some(format);
-        self
+    setters! {
+        /// Compute threads (0 = the runtime's, or all cores).
+        fn n_threads(n: i32) { n_threads = n }
+        /// Context length in tokens (0 = the model's training context, at most 8192).
+        fn n_ctx(n: i32) { n_ctx = n }
+        /// The prefill mode (default [`Mode::Blend`]).
+        fn mode(mode: Mode) { mode = Some(mode) }
+        /// Share of reused tokens recomputed in [`Mode::Blend`], in (0, 1] (0 = 0.15).
+        fn recompute_ratio(ratio: f32) { recompute_ratio = ratio }
+        /// Pick the ratio from measured load and compute rates.
+        fn auto_ratio(yes: bool) { auto_ratio = yes }
+        /// KV format of chunks this session stores (default [`KvFormat::F16`]).
+        fn kv_format(format: KvFormat) { kv_format = Some(format) }
     }
 
     pub(crate) fn to_c(&self) -> sys::cbl_session_params {
@@ -252,35 +223,17 @@ impl<'a> IngestOptions<'a> {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The collection the documents join; searches can filter on it.
-    #[must_use]
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
-        self.collection = Some(name.into());
-        self
-    }
-    /// `ingest_text` only: a JSON object stored with the document.
-    #[must_use]
-    pub fn metadata_json(mut self, json: impl Into<String>) -> Self {
-        self.metadata_json = Some(json.into());
-        self
-    }
-    /// `ingest_text` only: the document's format (files go by their extension).
-    #[must_use]
-    pub fn format(mut self, format: DocFormat) -> Self {
-        self.format = Some(format);
-        self
-    }
-    /// LLM tokens per chunk (0 = 512).
-    #[must_use]
-    pub fn chunk_tokens(mut self, n: i32) -> Self {
-        self.chunk_tokens = n;
-        self
-    }
-    /// Compute every new chunk's KV now (else on first use).
-    #[must_use]
-    pub fn precompute_kv(mut self, yes: bool) -> Self {
-        self.precompute_kv = yes;
-        self
+    setters! {
+        /// The collection the documents join; searches can filter on it.
+        fn collection(name: impl Into<String>) { collection = Some(name.into()) }
+        /// `ingest_text` only: a JSON object stored with the document.
+        fn metadata_json(json: impl Into<String>) { metadata_json = Some(json.into()) }
+        /// `ingest_text` only: the document's format (files go by their extension).
+        fn format(format: DocFormat) { format = Some(format) }
+        /// LLM tokens per chunk (0 = 512).
+        fn chunk_tokens(n: i32) { chunk_tokens = n }
+        /// Compute every new chunk's KV now (else on first use).
+        fn precompute_kv(yes: bool) { precompute_kv = yes }
     }
     /// Called on the ingesting thread as work proceeds, including phase `"skip"` for every file
     /// that cannot be ingested. Return `false` to abort ([`ErrorKind::Aborted`](crate::ErrorKind));
@@ -320,12 +273,17 @@ impl IngestOptions<'_> {
 }
 
 /// Parameters of [`Runtime::search`](crate::Runtime::search) (`cbl_search_params`).
+///
+/// The filters combine: a chunk is returned only if its document passes every one that is set
+/// ([`collection`](SearchOptions::collection), [`uri_prefix`](SearchOptions::uri_prefix) and each
+/// [`metadata`](SearchOptions::metadata) pair).
 #[derive(Clone, Debug, Default)]
 pub struct SearchOptions {
     pub(crate) k: i32,
     pub(crate) mode: Option<SearchMode>,
     pub(crate) collection: Option<String>,
     pub(crate) uri_prefix: Option<String>,
+    pub(crate) metadata: Vec<(String, String)>,
 }
 
 impl SearchOptions {
@@ -333,28 +291,26 @@ impl SearchOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Hits to return (0 = 5).
-    #[must_use]
-    pub fn k(mut self, k: i32) -> Self {
-        self.k = k;
-        self
+    setters! {
+        /// Hits to return (0 = 5).
+        fn k(k: i32) { k = k }
+        /// The retrieval mode (default [`SearchMode::Hybrid`]).
+        fn mode(mode: SearchMode) { mode = Some(mode) }
+        /// Only chunks of this collection.
+        fn collection(name: impl Into<String>) { collection = Some(name.into()) }
+        /// Only documents whose uri starts with `prefix`.
+        fn uri_prefix(prefix: impl Into<String>) { uri_prefix = Some(prefix.into()) }
     }
-    /// The retrieval mode (default [`SearchMode::Hybrid`]).
+    /// Only documents whose metadata holds `value` under `key`; repeat for more pairs, which must
+    /// all hold. A document's metadata is the JSON object given to
+    /// [`IngestOptions::metadata_json`]; ingested files carry `"kind"` (`"text"`, `"markdown"` or
+    /// `"html"`) and `"path"`. Values compare as text, so `"2021"` matches the JSON number 2021.
+    /// Keys are 1 to 128 of `[A-Za-z0-9_.-]` and name top-level fields (`"a.b"` is the key
+    /// `"a.b"`, not a nested field); another key, or a NUL byte in a key or value, makes the
+    /// search fail with [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
     #[must_use]
-    pub fn mode(mut self, mode: SearchMode) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-    /// Only chunks of this collection.
-    #[must_use]
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
-        self.collection = Some(name.into());
-        self
-    }
-    /// Only documents whose uri starts with `prefix`.
-    #[must_use]
-    pub fn uri_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.uri_prefix = Some(prefix.into());
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.push((key.into(), value.into()));
         self
     }
     pub(crate) fn mode_raw(&self) -> i32 {
@@ -375,6 +331,7 @@ pub struct AskOptions {
     pub(crate) seed: u64,
     pub(crate) compare_full: bool,
     pub(crate) top_logprobs: i32,
+    pub(crate) metadata: Vec<(String, String)>,
 }
 
 impl AskOptions {
@@ -382,59 +339,34 @@ impl AskOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Chunks to retrieve (0 = 4).
-    #[must_use]
-    pub fn k(mut self, k: i32) -> Self {
-        self.k = k;
-        self
+    setters! {
+        /// Chunks to retrieve (0 = 4).
+        fn k(k: i32) { k = k }
+        /// The retrieval mode (default [`SearchMode::Hybrid`]).
+        fn search_mode(mode: SearchMode) { search_mode = Some(mode) }
+        /// Retrieve only from this collection.
+        fn collection(name: impl Into<String>) { collection = Some(name.into()) }
+        /// Retrieve only from documents whose uri starts with `prefix`.
+        fn uri_prefix(prefix: impl Into<String>) { uri_prefix = Some(prefix.into()) }
+        /// Most tokens to generate (0 = 128).
+        fn max_tokens(n: i32) { max_tokens = n }
+        /// Sampling temperature (0 = greedy).
+        fn temperature(t: f32) { temperature = t }
+        /// Sampling seed, used when the temperature is above 0.
+        fn seed(seed: u64) { seed = seed }
+        /// Also time the same prompt in [`Mode::Full`] ([`Stats::full_ttft_ms`](crate::Stats)).
+        fn compare_full(yes: bool) { compare_full = yes }
+        /// Record the `k` most likely first tokens in [`Answer::top_logprobs`](crate::Answer)
+        /// (0 = none).
+        fn top_logprobs(k: i32) { top_logprobs = k }
     }
-    /// The retrieval mode (default [`SearchMode::Hybrid`]).
+    /// Retrieve only from documents whose metadata holds `value` under `key`; repeat for more
+    /// pairs, which must all hold. Keys and values work as in [`SearchOptions::metadata`]. When no
+    /// chunk passes the filters, [`Session::ask`](crate::Session::ask) fails with
+    /// [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
     #[must_use]
-    pub fn search_mode(mut self, mode: SearchMode) -> Self {
-        self.search_mode = Some(mode);
-        self
-    }
-    /// Retrieve only from this collection.
-    #[must_use]
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
-        self.collection = Some(name.into());
-        self
-    }
-    /// Retrieve only from documents whose uri starts with `prefix`.
-    #[must_use]
-    pub fn uri_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.uri_prefix = Some(prefix.into());
-        self
-    }
-    /// Most tokens to generate (0 = 128).
-    #[must_use]
-    pub fn max_tokens(mut self, n: i32) -> Self {
-        self.max_tokens = n;
-        self
-    }
-    /// Sampling temperature (0 = greedy).
-    #[must_use]
-    pub fn temperature(mut self, t: f32) -> Self {
-        self.temperature = t;
-        self
-    }
-    /// Sampling seed, used when the temperature is above 0.
-    #[must_use]
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-    /// Also time the same prompt in [`Mode::Full`] ([`Stats::full_ttft_ms`](crate::Stats)).
-    #[must_use]
-    pub fn compare_full(mut self, yes: bool) -> Self {
-        self.compare_full = yes;
-        self
-    }
-    /// Record the `k` most likely first tokens in [`Answer::top_logprobs`](crate::Answer)
-    /// (0 = none).
-    #[must_use]
-    pub fn top_logprobs(mut self, k: i32) -> Self {
-        self.top_logprobs = k;
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.push((key.into(), value.into()));
         self
     }
     pub(crate) fn search_mode_raw(&self) -> i32 {
@@ -464,57 +396,27 @@ impl GenerateOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Most tokens to generate (0 = 128).
-    #[must_use]
-    pub fn max_tokens(mut self, n: i32) -> Self {
-        self.max_tokens = n;
-        self
-    }
-    /// Sampling temperature (0 = greedy).
-    #[must_use]
-    pub fn temperature(mut self, t: f32) -> Self {
-        self.temperature = t;
-        self
-    }
-    /// Sampling seed, used when the temperature is above 0.
-    #[must_use]
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-    /// Record the `k` most likely first tokens in [`Answer::top_logprobs`](crate::Answer)
-    /// (0 = none).
-    #[must_use]
-    pub fn top_logprobs(mut self, k: i32) -> Self {
-        self.top_logprobs = k;
-        self
-    }
-    /// Keep generating past end-of-generation tokens, so that exactly
-    /// [`max_tokens`](GenerateOptions::max_tokens) tokens come out unless the context fills
-    /// (for benchmarks).
-    #[must_use]
-    pub fn ignore_eog(mut self, yes: bool) -> Self {
-        self.ignore_eog = yes;
-        self
-    }
-    /// Sample among the `k` most likely tokens (0 = 40, negative = off).
-    #[must_use]
-    pub fn top_k(mut self, k: i32) -> Self {
-        self.top_k = k;
-        self
-    }
-    /// Nucleus sampling: keep the most likely tokens up to probability mass `p` (0 = 0.95,
-    /// 1 or more = off; negative is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg)).
-    #[must_use]
-    pub fn top_p(mut self, p: f32) -> Self {
-        self.top_p = p;
-        self
-    }
-    /// Drop tokens less likely than `p` times the most likely one (0 = 0.05, negative = off).
-    #[must_use]
-    pub fn min_p(mut self, p: f32) -> Self {
-        self.min_p = p;
-        self
+    setters! {
+        /// Most tokens to generate (0 = 128).
+        fn max_tokens(n: i32) { max_tokens = n }
+        /// Sampling temperature (0 = greedy).
+        fn temperature(t: f32) { temperature = t }
+        /// Sampling seed, used when the temperature is above 0.
+        fn seed(seed: u64) { seed = seed }
+        /// Record the `k` most likely first tokens in [`Answer::top_logprobs`](crate::Answer)
+        /// (0 = none).
+        fn top_logprobs(k: i32) { top_logprobs = k }
+        /// Keep generating past end-of-generation tokens, so that exactly
+        /// [`max_tokens`](GenerateOptions::max_tokens) tokens come out unless the context fills
+        /// (for benchmarks).
+        fn ignore_eog(yes: bool) { ignore_eog = yes }
+        /// Sample among the `k` most likely tokens (0 = 40, negative = off).
+        fn top_k(k: i32) { top_k = k }
+        /// Nucleus sampling: keep the most likely tokens up to probability mass `p` (0 = 0.95,
+        /// 1 or more = off; negative is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg)).
+        fn top_p(p: f32) { top_p = p }
+        /// Drop tokens less likely than `p` times the most likely one (0 = 0.05, negative = off).
+        fn min_p(p: f32) { min_p = p }
     }
 }
 
@@ -532,26 +434,17 @@ impl PromptOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Render the text as a user message in the model's chat template, ready for the
-    /// assistant's reply.
-    #[must_use]
-    pub fn chat(mut self, yes: bool) -> Self {
-        self.chat = yes;
-        self
-    }
-    /// A system message before the user's (chat prompts only: without
-    /// [`chat`](PromptOptions::chat) it is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg)).
-    #[must_use]
-    pub fn system(mut self, message: impl Into<String>) -> Self {
-        self.system = Some(message.into());
-        self
-    }
-    /// Match control-token text such as `<|im_start|>` in a plain prompt (chat prompts always
-    /// do).
-    #[must_use]
-    pub fn parse_special(mut self, yes: bool) -> Self {
-        self.parse_special = yes;
-        self
+    setters! {
+        /// Render the text as a user message in the model's chat template, ready for the
+        /// assistant's reply.
+        fn chat(yes: bool) { chat = yes }
+        /// A system message before the user's (chat prompts only: without
+        /// [`chat`](PromptOptions::chat) it is
+        /// [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg)).
+        fn system(message: impl Into<String>) { system = Some(message.into()) }
+        /// Match control-token text such as `<|im_start|>` in a plain prompt (chat prompts always
+        /// do).
+        fn parse_special(yes: bool) { parse_special = yes }
     }
 }
 
@@ -566,11 +459,9 @@ impl ModelOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Load only the tokenizer (vocabulary GGUFs).
-    #[must_use]
-    pub fn vocab_only(mut self, yes: bool) -> Self {
-        self.vocab_only = yes;
-        self
+    setters! {
+        /// Load only the tokenizer (vocabulary GGUFs).
+        fn vocab_only(yes: bool) { vocab_only = yes }
     }
 }
 
@@ -586,16 +477,10 @@ impl KvStoreOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Bytes kept before the least recently used chunk KV is evicted (0 = 8 GiB).
-    #[must_use]
-    pub fn budget_bytes(mut self, bytes: u64) -> Self {
-        self.budget_bytes = bytes;
-        self
-    }
-    /// Read with O_DIRECT (bypassing the page cache).
-    #[must_use]
-    pub fn direct_io(mut self, yes: bool) -> Self {
-        self.direct_io = yes;
-        self
+    setters! {
+        /// Bytes kept before the least recently used chunk KV is evicted (0 = 8 GiB).
+        fn budget_bytes(bytes: u64) { budget_bytes = bytes }
+        /// Read with O_DIRECT (bypassing the page cache).
+        fn direct_io(yes: bool) { direct_io = yes }
     }
 }

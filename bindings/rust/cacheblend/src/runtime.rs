@@ -7,12 +7,14 @@ use cacheblend_sys as sys;
 
 use crate::error::{check, Result};
 use crate::model::Model;
-use crate::options::{IngestOptions, ProgressFn, RuntimeOptions, SearchOptions, SessionOptions};
+use crate::options::{
+    IngestOptions, ProgressFn, RuntimeOptions, SearchMode, SearchOptions, SessionOptions,
+};
 use crate::session::Session;
 use crate::types::{CorpusStats, Hit, IngestReport, Progress, SearchResults};
 use crate::util::{
-    cstring, opt_cstring, opt_path_cstring, opt_ptr, path_cstring, string_from, CallbackState,
-    FreeOnDrop,
+    cstring, opt_cstring, opt_path_cstring, opt_ptr, path_cstring, string_from, CPairs,
+    CallbackState, FreeOnDrop,
 };
 
 /// An open runtime (`cbl_runtime`): the model, the embedder, the chunk KV store, the catalog and
@@ -189,18 +191,21 @@ impl Runtime {
             .collect())
     }
 
-    /// The best chunks for `query`, best first.
+    /// The best chunks for `query`, best first, with the retrieval mode that ran.
     pub fn search(&self, query: &str, options: &SearchOptions) -> Result<SearchResults> {
         let query = cstring("query", query)?;
         let collection = opt_cstring("collection", &options.collection)?;
         let prefix = opt_cstring("uri_prefix", &options.uri_prefix)?;
+        let metadata = CPairs::new("metadata filter", &options.metadata)?;
         let mut p = sys::cbl_search_params::default();
         p.k = options.k;
         p.mode = options.mode_raw();
         p.collection = opt_ptr(&collection);
         p.uri_prefix = opt_ptr(&prefix);
+        (p.metadata_keys, p.metadata_values, p.n_metadata) = metadata.raw();
         let mut out = ptr::null_mut();
-        // SAFETY: valid pointers for the duration of the call.
+        // SAFETY: valid pointers for the duration of the call (the strings and arrays they point
+        // to are owned by locals that outlive it).
         check(unsafe { sys::cbl_runtime_search(self.raw.as_ptr(), query.as_ptr(), &p, &mut out) })?;
         let res = FreeOnDrop(out, sys::cbl_results_free);
         // SAFETY: res is a live results handle until the guard drops at the end of this function.
@@ -213,6 +218,7 @@ impl Runtime {
             Ok(SearchResults {
                 hits,
                 notice: string_from(sys::cbl_results_notice(res.0)),
+                mode: SearchMode::from_raw(sys::cbl_results_mode(res.0)),
             })
         }
     }

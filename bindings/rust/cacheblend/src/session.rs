@@ -11,7 +11,7 @@ use crate::error::{check, Error, Result};
 use crate::model::{KvStore, Model};
 use crate::options::{AskOptions, GenerateOptions, PromptOptions, SessionOptions};
 use crate::types::{Answer, Stats};
-use crate::util::{cstring, opt_cstring, opt_ptr, CallbackState};
+use crate::util::{cstring, opt_cstring, opt_ptr, CPairs, CallbackState};
 
 /// The owned C session; freed when the [`Session`] and all its [`CancelHandle`]s are gone.
 #[derive(Debug)]
@@ -154,6 +154,7 @@ impl Session {
         let question = cstring("question", question)?;
         let collection = opt_cstring("collection", &options.collection)?;
         let prefix = opt_cstring("uri_prefix", &options.uri_prefix)?;
+        let metadata = CPairs::new("metadata filter", &options.metadata)?;
         let mut state = CallbackState {
             panic: None,
             f: on_piece,
@@ -163,6 +164,7 @@ impl Session {
         p.search_mode = options.search_mode_raw();
         p.collection = opt_ptr(&collection);
         p.uri_prefix = opt_ptr(&prefix);
+        (p.metadata_keys, p.metadata_values, p.n_metadata) = metadata.raw();
         p.max_tokens = options.max_tokens;
         p.temperature = options.temperature;
         p.seed = options.seed;

@@ -57,7 +57,7 @@ impl Hit {
     }
 }
 
-/// The hits of [`Runtime::search`](crate::Runtime::search), best first.
+/// The hits of [`Runtime::search`](crate::Runtime::search), best first, and how they were found.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct SearchResults {
@@ -65,6 +65,9 @@ pub struct SearchResults {
     pub hits: Vec<Hit>,
     /// What the retriever changed, e.g. dense search skipped without an embedder ("" if nothing).
     pub notice: String,
+    /// The retrieval mode that ran: [`SearchMode::Hybrid`] falls back to [`SearchMode::Bm25`]
+    /// without an embedder. `None` for a code this binding does not know.
+    pub mode: Option<SearchMode>,
 }
 
 /// Why generation stopped (`CBL_STOP_*`).

@@ -46,6 +46,44 @@ pub(crate) fn opt_ptr(s: &Option<CString>) -> *const c_char {
     s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
 }
 
+/// The C arrays of a metadata filter (`metadata_keys`, `metadata_values`, `n_metadata`). The
+/// pointers point into the owned strings, so they stay valid as long as this value lives.
+pub(crate) struct CPairs {
+    _strings: Vec<CString>,
+    keys: Vec<*const c_char>,
+    values: Vec<*const c_char>,
+}
+
+impl CPairs {
+    /// C copies of `pairs`, in order; a NUL byte in a key or value is `InvalidArg`.
+    pub(crate) fn new(what: &str, pairs: &[(String, String)]) -> Result<CPairs> {
+        let mut strings = Vec::with_capacity(2 * pairs.len());
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        for (k, v) in pairs {
+            let (k, v) = (cstring(what, k)?, cstring(what, v)?);
+            // A CString's bytes stay put when the CString itself moves into `strings`.
+            keys.push(k.as_ptr());
+            values.push(v.as_ptr());
+            strings.push(k);
+            strings.push(v);
+        }
+        Ok(CPairs {
+            _strings: strings,
+            keys,
+            values,
+        })
+    }
+
+    /// `(keys, values, n)` for the params struct: NULL arrays when there are no pairs.
+    pub(crate) fn raw(&self) -> (*const *const c_char, *const *const c_char, usize) {
+        if self.keys.is_empty() {
+            (ptr::null(), ptr::null(), 0)
+        } else {
+            (self.keys.as_ptr(), self.values.as_ptr(), self.keys.len())
+        }
+    }
+}
+
 fn nul_error(what: &str) -> Error {
     Error::new(Status::INVALID_ARG, format!("{} contains a NUL byte", what))
 }

@@ -240,6 +240,161 @@ fn search_finds_the_matching_document_and_filters() {
     assert_eq!(err.kind(), ErrorKind::InvalidArg);
 }
 
+/// Adds two river documents with different metadata to the fixture's three (which have none).
+fn ingest_with_metadata(rt: &Runtime) {
+    let docs = [
+        (
+            "mem://rivers-en",
+            "Rivers: the Amazon carries more water than any other river.",
+            r#"{"lang":"en","year":2020}"#,
+        ),
+        (
+            "mem://rivers-de",
+            "Rivers: the Danube flows through ten countries of Europe.",
+            r#"{"lang":"de","year":2021,"a.b":"dotted"}"#,
+        ),
+    ];
+    for (uri, text, meta) in docs {
+        rt.ingest_text(uri, text, &mut IngestOptions::new().metadata_json(meta))
+            .expect("ingest with metadata");
+    }
+}
+
+fn uris(hits: &[cacheblend::Hit]) -> Vec<&str> {
+    hits.iter().map(|h| h.uri.as_str()).collect()
+}
+
+#[test]
+fn metadata_filter_and_search_mode() {
+    let f = fixture!("metadata");
+    ingest_with_metadata(&f.rt);
+    let bm25 = SearchOptions::new().k(10).mode(SearchMode::Bm25);
+
+    let all = f.rt.search("rivers", &bm25).unwrap();
+    assert!(all.hits.len() >= 2, "{:?}", uris(&all.hits));
+    assert_eq!(all.mode, Some(SearchMode::Bm25));
+    let de =
+        f.rt.search("rivers", &bm25.clone().metadata("lang", "de"))
+            .unwrap();
+    assert_eq!(uris(&de.hits), ["mem://rivers-de"]);
+    assert_eq!(de.mode, Some(SearchMode::Bm25));
+    // Every pair must hold; values compare as text, so "2021" matches the JSON number.
+    let both = bm25.clone().metadata("lang", "de").metadata("year", "2021");
+    assert_eq!(
+        uris(&f.rt.search("rivers", &both).unwrap().hits),
+        ["mem://rivers-de"]
+    );
+    let neither = bm25.clone().metadata("lang", "en").metadata("year", "2021");
+    assert!(f.rt.search("rivers", &neither).unwrap().hits.is_empty());
+    // A dotted key is one top-level key.
+    let dotted = bm25.clone().metadata("a.b", "dotted");
+    assert_eq!(
+        uris(&f.rt.search("rivers", &dotted).unwrap().hits),
+        ["mem://rivers-de"]
+    );
+    // It combines with the other filters.
+    let prefix = bm25
+        .clone()
+        .uri_prefix("mem://rivers-e")
+        .metadata("lang", "de");
+    assert!(f.rt.search("rivers", &prefix).unwrap().hits.is_empty());
+
+    // Ingested files carry "kind" and "path".
+    let notes = f.dir.path().join("notes");
+    fs::create_dir_all(&notes).unwrap();
+    fs::write(notes.join("a.md"), "# Rivers\n\nThe Nile is long.\n").unwrap();
+    fs::write(notes.join("b.txt"), "Rivers: the Nile is long.\n").unwrap();
+    f.rt.ingest_path(&notes, &mut IngestOptions::new()).unwrap();
+    let md =
+        f.rt.search("Nile", &bm25.clone().metadata("kind", "markdown"))
+            .unwrap();
+    assert_eq!(md.hits.len(), 1, "{:?}", uris(&md.hits));
+    assert!(md.hits[0].uri.ends_with("a.md"), "{:?}", uris(&md.hits));
+
+    // The mode that ran: hybrid with an embedder, else BM25.
+    let res =
+        f.rt.search(
+            "Which river flows through Europe?",
+            &SearchOptions::new().metadata("lang", "de"),
+        )
+        .unwrap();
+    assert_eq!(uris(&res.hits), ["mem://rivers-de"]);
+    let want = if f.rt.notice().is_empty() {
+        SearchMode::Hybrid
+    } else {
+        SearchMode::Bm25
+    };
+    assert_eq!(res.mode, Some(want), "runtime notice {:?}", f.rt.notice());
+
+    for key in ["la ng", "", &"k".repeat(129), "a\"b"] {
+        let err =
+            f.rt.search("rivers", &bm25.clone().metadata(key, "de"))
+                .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArg, "key {:?}: {}", key, err);
+        assert!(err.message().contains("metadata key"), "{}", err);
+    }
+    // NUL bytes never reach the library.
+    let err =
+        f.rt.search("rivers", &bm25.metadata("lang", "d\0e"))
+            .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg);
+    assert!(err.message().contains("NUL"), "{}", err);
+}
+
+#[test]
+fn hybrid_search_falls_back_to_bm25_without_an_embedder() {
+    let model = match model_or_skip("fallback") {
+        Some(m) => m,
+        None => return,
+    };
+    let dir = TempDir::new("fallback");
+    let rt = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(dir.path().join("data"))
+            .n_threads(2)
+            .no_embedder(true),
+    )
+    .expect("open runtime");
+    rt.ingest_text(DOCS[0].0, DOCS[0].1, &mut IngestOptions::new())
+        .unwrap();
+    let res = rt
+        .search("river", &SearchOptions::new().mode(SearchMode::Hybrid))
+        .unwrap();
+    assert_eq!(uris(&res.hits), [DOCS[0].0]);
+    assert_eq!(res.mode, Some(SearchMode::Bm25));
+    assert!(!res.notice.is_empty());
+}
+
+#[test]
+fn ask_with_metadata_filter_cites_only_matches() {
+    let f = fixture!("ask-metadata");
+    ingest_with_metadata(&f.rt);
+    let mut s = f.rt.session(&session_opts()).unwrap();
+    let question = "Which river flows through Europe?";
+    let opts = AskOptions::new()
+        .search_mode(SearchMode::Bm25)
+        .max_tokens(4)
+        .metadata("lang", "de");
+    let answer = s.ask(question, &opts, |_| true).expect("ask");
+    assert_eq!(uris(&answer.citations), ["mem://rivers-de"]);
+    assert_eq!(answer.stats.search_mode, Some(SearchMode::Bm25));
+
+    // Nothing to retrieve: the library refuses to answer without context.
+    let none = opts.clone().metadata("year", "1999");
+    let err = s.ask(question, &none, |_| true).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    let err = s
+        .ask(question, &opts.clone().metadata("la ng", "de"), |_| true)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    assert!(err.message().contains("metadata key"), "{}", err);
+    let err = s
+        .ask(question, &opts.metadata("lang\0", "de"), |_| true)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg);
+}
+
 #[test]
 fn ingest_folder_reports_skips_aborts_interrupts_and_deletes() {
     let f = fixture!("ingest");

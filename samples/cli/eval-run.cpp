@@ -1,0 +1,449 @@
+#include "eval-run.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "answer-json.h"
+#include "blend-common.h"
+#include "commands.h"
+#include "cacheblend_experimental.h"
+#include "progress-bar.h"
+
+namespace cacheblend::cli {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_between(clock_type::time_point a, clock_type::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Token ids of a text (no BOS/EOS, no special-token parsing).
+std::vector<int32_t> token_ids(const cbl_model* m, const std::string& text) {
+    size_t n = 0;
+    check(cbl_tokenize(m, text.data(), text.size(), false, false, nullptr, 0, &n));
+    std::vector<int32_t> ids(n);
+    if (n > 0) check(cbl_tokenize(m, text.data(), text.size(), false, false, ids.data(), n, &n));
+    return ids;
+}
+
+std::string normalized(const std::string& text) {
+    char* out = nullptr;
+    check(cbl_x_eval_normalize(text.c_str(), &out));
+    std::string s(out);
+    cbl_free(out);
+    return s;
+}
+
+// The paper's F1 on token ids (reference §1.11), with this model's tokenizer: reported next to
+// the word F1 for comparison with the paper's numbers.
+double token_id_f1(const cbl_model* m, const std::string& answer,
+                   const std::vector<std::string>& golds) {
+    if (golds.empty()) return k_nan;
+    const std::vector<int32_t> pred = token_ids(m, normalized(answer));
+    double best = 0;
+    for (const std::string& g : golds) {
+        const std::vector<int32_t> ref = token_ids(m, normalized(g));
+        best = std::max(best, cbl_x_eval_token_f1(pred.data(), pred.size(), ref.data(),
+                                                  ref.size()));
+    }
+    return best;
+}
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+// numpy's default percentile: linear interpolation between order statistics.
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+int argmax(const float* x, size_t n) {
+    return static_cast<int>(std::max_element(x, x + n) - x);
+}
+
+// One record's prompt in the paper's layout; the pointers refer to the dataset's strings.
+struct musique_request {
+    std::vector<const char*> chunks, titles;
+    std::vector<size_t> lens;
+    cbl_x_prompt prompt{};
+    int64_t n_tokens = 0;
+
+    musique_request() = default;
+    explicit musique_request(const qa_record& r) {
+        for (const qa_passage& p : r.ctxs) {
+            chunks.push_back(p.text.data());
+            lens.push_back(p.text.size());
+            titles.push_back(p.title.c_str());
+        }
+        cbl_x_prompt_init(&prompt);
+        prompt.format = CBL_X_PROMPT_MUSIQUE;
+        prompt.chunks = chunks.data();
+        prompt.lens = lens.data();
+        prompt.titles = titles.data();
+        prompt.n_chunks = chunks.size();
+        prompt.question = r.question.c_str();
+    }
+    // The prompt points into the vectors: copies would dangle, moves keep the buffers.
+    musique_request(const musique_request&) = delete;
+    musique_request& operator=(const musique_request&) = delete;
+    musique_request(musique_request&&) = default;
+    musique_request& operator=(musique_request&&) = default;
+};
+
+std::vector<summary> summarize(const std::vector<run_spec>& runs,
+                               const std::vector<record_result>& results) {
+    std::vector<summary> out(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) {
+        summary& s = out[k];
+        std::vector<double> f1, f1_full, f1_tok, fid, agree, kl, ttft, recomputed, reused;
+        for (const record_result& rec : results) {
+            const run_result& r = rec.runs[k];
+            if (!std::isnan(r.f1)) {
+                f1.push_back(r.f1);
+                f1_full.push_back(rec.runs[0].f1);
+                f1_tok.push_back(r.f1_token_ids);
+            }
+            fid.push_back(r.fidelity_f1);
+            agree.push_back(r.first_token_agree ? 1.0 : 0.0);
+            kl.push_back(r.first_token_kl);
+            ttft.push_back(r.ttft_ms);
+            recomputed.push_back(static_cast<double>(r.stats.tokens_recomputed));
+            reused.push_back(static_cast<double>(r.stats.tokens_reused));
+        }
+        s.n = static_cast<int64_t>(results.size());
+        s.n_gold = static_cast<int64_t>(f1.size());
+        if (!f1.empty()) {
+            s.f1 = mean(f1);
+            s.f1_token_ids = mean(f1_tok);
+            s.f1_diff = s.f1 - mean(f1_full);
+            if (k > 0) {
+                check(cbl_x_eval_paired_bootstrap(f1.data(), f1_full.data(), f1.size(),
+                                                  &s.f1_ci_lo, &s.f1_ci_hi));
+            }
+        }
+        s.fidelity_f1 = mean(fid);
+        s.agreement = mean(agree);
+        s.kl = mean(kl);
+        s.ttft_mean = mean(ttft);
+        s.ttft_p50 = percentile(ttft, 50);
+        s.ttft_p95 = percentile(ttft, 95);
+        s.recomputed_mean = mean(recomputed);
+        s.reused_mean = mean(reused);
+    }
+    for (summary& s : out) s.speedup = s.ttft_mean > 0 ? out[0].ttft_mean / s.ttft_mean : 0;
+    return out;
+}
+
+}  // namespace
+
+std::vector<flag_spec> eval_flags() {
+    std::vector<flag_spec> f{
+        model_flag(),
+        {"dataset", "FILE", "JSON list of {ctxs, question, answers} (required)"},
+        store_flag(),
+        {"threads", "N", "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
+        {"max-tokens", "N", "maximum tokens per answer (default 32)"},
+    };
+    for (flag_spec& t : blend_tuning_flags()) f.push_back(std::move(t));
+    return f;
+}
+
+std::string ratio_label(double r) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", r);
+    return buf;
+}
+
+eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
+                        int64_t default_limit) {
+    const auto dataset = a.get("dataset");
+    if (!dataset || dataset->empty()) throw usage_error("--dataset FILE is required");
+    const blend_tuning tuning = parse_blend_tuning(a);
+    const int64_t limit =
+        a.get_int("limit", default_limit, 1, std::numeric_limits<int32_t>::max());
+    const auto threads =
+        static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
+    const auto max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 32, 1, 1 << 20));
+    const bool json = a.has("json");
+    eval_run run;
+    run.data = load_qa_dataset(*dataset);
+    const std::vector<qa_record>& data = run.data;
+    const size_t n_records =
+        limit > 0 ? std::min(data.size(), static_cast<size_t>(limit)) : data.size();
+
+    std::string store_dir;
+    run.store = open_store(a, &store_dir);
+    run.model = load_model(a.get_or("model", ""));
+    const kvstore_ptr& store = run.store;
+    const model_ptr& m = run.model;
+    const auto n_vocab = static_cast<size_t>(cbl_model_n_vocab(m.get()));
+    const auto n_train = static_cast<size_t>(cbl_model_n_ctx_train(m.get()));
+
+    // Every record as the paper's musique prompt; the context is sized to the longest that fits.
+    eval_meta& meta = run.meta;
+    meta.dataset = *dataset;
+    if (a.has("model")) {
+        meta.model = *a.get("model");
+    } else {
+        char* path = nullptr;
+        check(cbl_x_default_model_path(&path));
+        meta.model = path;
+        cbl_free(path);
+    }
+    meta.store = store_dir;
+    meta.threads = threads;
+    meta.max_tokens = max_tokens;
+    std::vector<musique_request> reqs(n_records);
+    std::vector<size_t> todo;
+    size_t longest = 0, longest_at = 0;
+    for (size_t i = 0; i < n_records; ++i) {
+        reqs[i] = musique_request(data[i]);
+        size_t n = 0;
+        check(cbl_x_prompt_tokens(m.get(), &reqs[i].prompt, &n));
+        reqs[i].n_tokens = static_cast<int64_t>(n);
+        if (n >= n_train) {
+            std::fprintf(stderr, "eval: skipping record %zu: %zu prompt tokens exceed the "
+                         "model's context of %zu\n", i, n, n_train);
+            ++meta.skipped;
+            continue;
+        }
+        if (n > longest) {
+            longest = n;
+            longest_at = i;
+        }
+        meta.prompt_tokens_mean += static_cast<double>(n);
+        todo.push_back(i);
+    }
+    if (todo.empty()) throw capi_error(CBL_RANGE, "eval: no record fits the model's context");
+    meta.records = static_cast<int64_t>(todo.size());
+    meta.prompt_tokens_mean /= static_cast<double>(todo.size());
+
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = static_cast<int32_t>(std::min(longest + static_cast<size_t>(max_tokens), n_train));
+    sp.n_threads = threads;
+    cbl_session* s_raw = nullptr;
+    check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
+    const session_ptr sess(s_raw);
+    const auto set_run = [&](int32_t mode, float ratio) {
+        const cbl_x_blend_params bp = tuning.params(mode, ratio);
+        check(cbl_x_session_set_blend(sess.get(), &bp));
+    };
+    set_run(CBL_MODE_BLEND, 0.15f);  // the KV format of the store's entries
+
+    // Warm the store: every passage of every record in range, before anything is timed.
+    {
+        for (size_t i : todo) meta.warm_chunks += static_cast<int64_t>(reqs[i].prompt.n_chunks);
+        progress_bar bar("warming KV store", meta.warm_chunks, !json);
+        const auto t = clock_type::now();
+        int64_t done = 0;
+        for (size_t i : todo) {
+            size_t computed = 0;
+            check(cbl_x_session_precompute_prompt(sess.get(), &reqs[i].prompt, &computed));
+            meta.warm_computed += static_cast<int64_t>(computed);
+            done += static_cast<int64_t>(reqs[i].prompt.n_chunks);
+            bar.update(done);
+        }
+        bar.finish();
+        meta.warm_ms = ms_between(t, clock_type::now());
+    }
+
+    cbl_generate_params gp;  // greedy: temperature 0
+    cbl_generate_params_init(&gp);
+    gp.max_tokens = max_tokens;
+
+    // One untimed request sized to the longest prompt, so no timed run pays for growing the
+    // engine's scratch buffers.
+    set_run(CBL_MODE_REUSE, 0.f);
+    check(cbl_x_session_prefill_prompt(sess.get(), &reqs[longest_at].prompt, nullptr));
+
+    std::vector<record_result>& results = run.results;
+    results.reserve(todo.size());
+    std::vector<float> full_logits(n_vocab);
+    progress_bar bar("evaluating", static_cast<int64_t>(todo.size() * runs.size()), !json);
+    int64_t done = 0;
+    for (size_t i : todo) {
+        record_result rec;
+        rec.index = i;
+        rec.prompt_tokens = reqs[i].n_tokens;
+        const std::vector<std::string>& golds = data[i].answers;
+        std::vector<const char*> gold_ptrs;
+        for (const std::string& g : golds) gold_ptrs.push_back(g.c_str());
+        for (size_t k = 0; k < runs.size(); ++k) {
+            set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : 0.15f);
+            check(cbl_x_session_prefill_prompt(sess.get(), &reqs[i].prompt, nullptr));
+            cbl_answer* a_raw = nullptr;
+            check(cbl_session_generate(sess.get(), &gp, &a_raw));
+            const answer_ptr answer(a_raw);
+
+            run_result r;
+            cbl_stats_init(&r.stats);
+            check(cbl_answer_stats(answer.get(), &r.stats));
+            // The prompt's logits outlive decoding: they are the first token's distribution.
+            size_t n_logits = 0;
+            const float* logits = cbl_x_session_logits(sess.get(), &n_logits);
+            if (!logits || n_logits != n_vocab) {
+                throw capi_error(CBL_INTERNAL, "eval: no first-token logits after a prefill");
+            }
+            if (k == 0) std::copy(logits, logits + n_vocab, full_logits.begin());
+            r.first_token = argmax(logits, n_vocab);
+            r.first_token_kl =
+                k == 0 ? 0.0 : cbl_x_eval_kl_logits(full_logits.data(), logits, n_vocab);
+
+            r.ttft_ms = r.stats.ttft_ms;
+            r.text = cbl_answer_text(answer.get());
+            size_t n_tok = 0;
+            const int32_t* toks = cbl_answer_tokens(answer.get(), &n_tok);
+            r.tokens.assign(toks, toks + n_tok);
+            char* parsed = nullptr;
+            check(cbl_x_eval_parse_answer(r.text.c_str(), &parsed));
+            r.answer = parsed;
+            cbl_free(parsed);
+            if (!golds.empty()) {
+                r.f1 = cbl_x_eval_answer_f1(r.text.c_str(), gold_ptrs.data(), gold_ptrs.size());
+                r.f1_token_ids = token_id_f1(m.get(), r.answer, golds);
+            }
+            const run_result& full = k == 0 ? r : rec.runs[0];
+            r.fidelity_f1 = cbl_x_eval_word_f1(r.answer.c_str(), full.answer.c_str());
+            r.first_token_agree = r.first_token == full.first_token;
+            rec.runs.push_back(std::move(r));
+            bar.update(++done);
+        }
+        results.push_back(std::move(rec));
+    }
+    bar.finish();
+
+    run.sums = summarize(runs, results);
+    return run;
+}
+
+void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_spec>& runs,
+                   const std::vector<summary>& sums) {
+    w.field("dataset", meta.dataset);
+    w.field("model", meta.model);
+    w.field("store", meta.store);
+    w.field("records", meta.records);
+    w.field("skipped", meta.skipped);
+    w.field("prompt_tokens_mean", meta.prompt_tokens_mean);
+    w.field("threads", meta.threads);
+    w.field("max_tokens", meta.max_tokens);
+    w.key("warm").begin_object();
+    w.field("chunks", meta.warm_chunks);
+    w.field("computed", meta.warm_computed);
+    w.field("ms", meta.warm_ms);
+    w.end_object();
+    w.key("modes").begin_object();
+    for (size_t k = 0; k < runs.size(); ++k) {
+        const summary& s = sums[k];
+        w.key(runs[k].label).begin_object();
+        w.field("mode", std::string(mode_name(runs[k].mode)));
+        w.field("ratio", runs[k].ratio);
+        w.field("f1", s.f1);
+        w.field("fidelity_f1", s.fidelity_f1);
+        w.field("first_token_agreement", s.agreement);
+        w.field("first_token_kl", s.kl);
+        w.field("ttft_ms_mean", s.ttft_mean);
+        w.field("ttft_ms_p50", s.ttft_p50);
+        w.field("ttft_ms_p95", s.ttft_p95);
+        w.field("speedup_vs_full", s.speedup);
+        w.field("n", s.n);
+        w.field("n_gold", s.n_gold);
+        w.field("f1_token_ids", s.f1_token_ids);
+        w.field("tokens_reused_mean", s.reused_mean);
+        w.field("tokens_recomputed_mean", s.recomputed_mean);
+        if (k > 0) {
+            w.field("f1_diff_vs_full", s.f1_diff);
+            w.key("f1_diff_ci95").begin_array().value(s.f1_ci_lo).value(s.f1_ci_hi).end_array();
+        }
+        w.end_object();
+    }
+    w.end_object();
+}
+
+void write_records(json_writer& w, const std::vector<run_spec>& runs,
+                   const std::vector<record_result>& results,
+                   const std::vector<qa_record>& data, const cbl_model* model) {
+    w.key("results").begin_array();
+    for (const record_result& rec : results) {
+        const qa_record& q = data[rec.index];
+        w.begin_object();
+        w.field("index", static_cast<int64_t>(rec.index));
+        w.field("question", q.question);
+        w.key("answers").begin_array();
+        for (const std::string& g : q.answers) w.value(g);
+        w.end_array();
+        w.field("prompt_tokens", rec.prompt_tokens);
+        w.key("runs").begin_object();
+        for (size_t k = 0; k < runs.size(); ++k) {
+            const run_result& r = rec.runs[k];
+            w.key(runs[k].label).begin_object();
+            w.field("text", r.text);
+            w.field("answer", r.answer);
+            w.field("f1", r.f1);
+            w.field("f1_token_ids", r.f1_token_ids);
+            w.field("fidelity_f1", r.fidelity_f1);
+            w.field("first_token", r.first_token);
+            w.field("first_token_text",
+                    r.first_token >= 0 ? token_text(model, r.first_token) : "");
+            w.field("first_token_agreement", r.first_token_agree);
+            w.field("first_token_kl", r.first_token_kl);
+            w.field("ttft_ms", r.ttft_ms);
+            w.field("stop_reason", std::string(stop_name(r.stats.stop_reason)));
+            w.key("tokens").begin_array();
+            for (int32_t t : r.tokens) w.value(t);
+            w.end_array();
+            w.key("stats").begin_object();
+            write_blend_stats(w, r.stats);
+            w.end_object();
+            w.end_object();
+        }
+        w.end_object();
+        w.end_object();
+    }
+    w.end_array();
+}
+
+void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
+                 const std::vector<summary>& sums) {
+    std::printf("dataset %s: %lld records (%lld skipped), %.0f prompt tokens on average, %d "
+                "threads, greedy <= %d tokens\n",
+                meta.dataset.c_str(), static_cast<long long>(meta.records),
+                static_cast<long long>(meta.skipped), meta.prompt_tokens_mean, meta.threads,
+                meta.max_tokens);
+    std::printf("warm-up: %lld chunks, %lld computed in %.1f s (untimed)\n\n",
+                static_cast<long long>(meta.warm_chunks),
+                static_cast<long long>(meta.warm_computed), meta.warm_ms / 1000.0);
+    std::printf("%-12s %4s %6s %6s %6s %7s %9s %9s %9s %8s %7s  %s\n", "mode", "n", "F1",
+                "fidF1", "agree", "KL", "TTFTmean", "TTFTp50", "TTFTp95", "speedup", "recomp",
+                "F1-full [95% CI]");
+    for (size_t k = 0; k < runs.size(); ++k) {
+        const summary& s = sums[k];
+        std::string diff = "-";
+        if (k > 0 && !std::isnan(s.f1_diff)) {
+            char buf[96];
+            std::snprintf(buf, sizeof(buf), "%+.3f [%+.3f, %+.3f]", s.f1_diff, s.f1_ci_lo,
+                          s.f1_ci_hi);
+            diff = buf;
+        }
+        std::printf("%-12s %4lld %6.3f %6.3f %6.3f %7.4f %9.1f %9.1f %9.1f %7.2fx %7.0f  %s\n",
+                    runs[k].label.c_str(), static_cast<long long>(s.n), s.f1, s.fidelity_f1,
+                    s.agreement, s.kl, s.ttft_mean, s.ttft_p50, s.ttft_p95, s.speedup,
+                    s.recomputed_mean, diff.c_str());
+    }
+    std::printf("\nTTFT in ms; recomp: mean tokens recomputed; fidF1, agree, KL: against full.\n");
+}
+
+}  // namespace cacheblend::cli

@@ -1,0 +1,98 @@
+// The evaluation loop shared by `cacheblend eval` and `cacheblend calibrate` (DESIGN §9): every
+// record of a QA dataset becomes the paper's musique prompt; the store is warmed with every passage
+// (untimed); then for each record `full` runs first (the fidelity reference) and every other run
+// after it, each prefilling and decoding greedily through the C ABI. Per run: answer F1 against
+// the gold answers, fidelity to full (answer F1, first-token agreement and KL) and TTFT.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "cacheblend.h"
+#include "capi-util.h"
+#include "eval-dataset.h"
+#include "json-writer.h"
+
+namespace cacheblend::cli {
+
+constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
+
+// One mode at one ratio: a column of the comparison.
+struct run_spec {
+    std::string label;  // "full", "reuse", "blend", or "blend@0.15" in a sweep
+    int32_t mode;  // CBL_MODE_*
+    float ratio;
+};
+
+struct run_result {
+    std::string text;
+    std::string answer;  // parse_generation(text)
+    double f1 = k_nan;   // NaN when the record has no gold answer
+    double f1_token_ids = k_nan;
+    double fidelity_f1 = 0;
+    bool first_token_agree = false;
+    double first_token_kl = 0;
+    int32_t first_token = -1;
+    double ttft_ms = 0;
+    cbl_stats stats{};
+    std::vector<int32_t> tokens;
+};
+
+struct record_result {
+    size_t index = 0;
+    int64_t prompt_tokens = 0;
+    std::vector<run_result> runs;  // parallel to the run list
+};
+
+struct summary {
+    int64_t n = 0, n_gold = 0;
+    double f1 = k_nan, f1_token_ids = k_nan, fidelity_f1 = 0, agreement = 0, kl = 0;
+    double ttft_mean = 0, ttft_p50 = 0, ttft_p95 = 0, speedup = 0;
+    double recomputed_mean = 0, reused_mean = 0;
+    double f1_diff = k_nan;
+    double f1_ci_lo = k_nan, f1_ci_hi = k_nan;
+};
+
+struct eval_meta {
+    std::string dataset, model, store;
+    int64_t records = 0, skipped = 0;
+    double prompt_tokens_mean = 0;
+    int32_t threads = 0, max_tokens = 0;
+    int64_t warm_chunks = 0, warm_computed = 0;
+    double warm_ms = 0;
+};
+
+// Everything one evaluation produced; the model and store stay open for the caller.
+struct eval_run {
+    eval_meta meta;
+    std::vector<qa_record> data;
+    std::vector<record_result> results;
+    std::vector<summary> sums;  // parallel to the runs
+    model_ptr model;
+    kvstore_ptr store;
+};
+
+// The flags run_evaluation reads (--dataset, --limit, --threads, --max-tokens, --model, --store,
+// the blend tuning flags); each command adds its own.
+std::vector<flag_spec> eval_flags();
+
+// Runs `runs` (runs[0] must be full) over the first --limit records (default_limit when the flag
+// is absent; 0: all); progress bars unless --json.
+eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
+                        int64_t default_limit = 0);
+
+// "0.15" for 0.15: the label part of "blend@0.15".
+std::string ratio_label(double r);
+
+void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_spec>& runs,
+                   const std::vector<summary>& sums);
+void write_records(json_writer& w, const std::vector<run_spec>& runs,
+                   const std::vector<record_result>& results, const std::vector<qa_record>& data,
+                   const cbl_model* model);
+void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
+                 const std::vector<summary>& sums);
+
+}  // namespace cacheblend::cli
