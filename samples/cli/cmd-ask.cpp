@@ -188,11 +188,7 @@ int run_ask(const std::vector<std::string>& args) {
         throw usage_error("ask: --search must be hybrid, dense or bm25");
     }
     const doc_filter filter = parse_filter_flags(a, "ask");
-    ap.collection = filter.collection_or_null();
-    ap.uri_prefix = filter.uri_prefix_or_null();
-    ap.metadata_keys = filter.key_ptrs.data();
-    ap.metadata_values = filter.value_ptrs.data();
-    ap.n_metadata = filter.key_ptrs.size();
+    filter.apply_to(&ap);
     ap.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));
     ap.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
     ap.compare_full = a.has("compare-full");

@@ -51,11 +51,7 @@ int run_search(const std::vector<std::string>& args) {
         throw usage_error("search: --mode must be hybrid, dense or bm25");
     }
     const doc_filter filter = parse_filter_flags(a, "search");
-    sp.collection = filter.collection_or_null();
-    sp.uri_prefix = filter.uri_prefix_or_null();
-    sp.metadata_keys = filter.key_ptrs.data();
-    sp.metadata_values = filter.value_ptrs.data();
-    sp.n_metadata = filter.key_ptrs.size();
+    filter.apply_to(&sp);
     if (!a.has("data")) throw usage_error("search: --data DIR is required");
     const std::string data = *a.get("data");
     if (data.empty()) throw usage_error("search: --data: empty path");

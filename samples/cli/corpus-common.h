@@ -17,8 +17,16 @@ struct doc_filter {
     std::vector<std::string> keys, values;
     std::vector<const char*> key_ptrs, value_ptrs;  // for the params structs
 
-    const char* collection_or_null() const { return collection.empty() ? nullptr : collection.c_str(); }
-    const char* uri_prefix_or_null() const { return uri_prefix.empty() ? nullptr : uri_prefix.c_str(); }
+    // Sets the filter fields of cbl_search_params or cbl_ask_params (same names in both); the
+    // pointers refer to this object.
+    template <typename Params>
+    void apply_to(Params* p) const {
+        p->collection = collection.empty() ? nullptr : collection.c_str();
+        p->uri_prefix = uri_prefix.empty() ? nullptr : uri_prefix.c_str();
+        p->metadata_keys = key_ptrs.data();
+        p->metadata_values = value_ptrs.data();
+        p->n_metadata = key_ptrs.size();
+    }
 };
 
 // The filter the flags describe; bad usage throws usage_error naming `cmd`.

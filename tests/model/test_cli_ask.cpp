@@ -126,6 +126,22 @@ TEST_F(CliAsk, IngestPrecomputeThenAskReusesKv) {
     ASSERT_EQ(h.exit_code, 0) << h.err;
     EXPECT_NE(h.out.find("[1] " + files_[1] + ":"), std::string::npos) << h.out;
     EXPECT_NE(h.err.find("TTFT"), std::string::npos) << h.err;
+
+    // The document filters: only the sourdough file may be cited, whatever the question.
+    const run_result f = run({"ask", "--threads", "1", "--data", data,
+                              "In which country is Mount Kilimanjaro?", "--max-tokens", "2",
+                              "--uri-prefix", dir_ + "/docs/bak", "--filter", "kind=text",
+                              "--json"});
+    ASSERT_EQ(f.exit_code, 0) << f.err;
+    json fj;
+    ASSERT_NO_THROW(fj = json::parse(f.out)) << f.out;
+    ASSERT_EQ(fj["citations"].size(), 1u) << f.out;
+    EXPECT_EQ(fj["citations"][0]["uri"].str, files_[2]);
+    const run_result none = run({"ask", "--data", data, "anything?", "--filter", "kind=html"});
+    EXPECT_EQ(none.exit_code, 1) << none.err;
+    EXPECT_NE(none.err.find("within the filter"), std::string::npos) << none.err;
+    const run_result bad = run({"ask", "--data", data, "anything?", "--filter", "bad key=1"});
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
 }
 
 TEST_F(CliAsk, EmptyDataDirIsACleanError) {
