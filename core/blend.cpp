@@ -477,8 +477,10 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
             };
             if (p_.deviation == deviation_kind::random) {
                 for (int64_t i = 0; i < mr; ++i) {
-                    const int32_t row = active[static_cast<size_t>(a_idx[static_cast<size_t>(i)])];
-                    total[static_cast<size_t>(i)] = random_score(static_cast<uint64_t>(row) + 1000003u * static_cast<uint64_t>(l));
+                    const auto row = static_cast<uint64_t>(
+                        active[static_cast<size_t>(a_idx[static_cast<size_t>(i)])]);
+                    total[static_cast<size_t>(i)] =
+                        random_score(row + 1000003u * static_cast<uint64_t>(l));
                 }
             } else {
                 if (p_.deviation != deviation_kind::k) score(fwd.v(), cv);

@@ -372,9 +372,9 @@ typedef struct cbl_session_params {
     bool auto_ratio;        /* pick the ratio from measured load and compute rates */
     int32_t kv_format;      /* CBL_KV_* */
     bool calibrated_ratio;  /* CBL_MODE_BLEND: the ratio `cacheblend calibrate` recorded in the
-                               store for this model and kv_format (recompute_ratio when there is
-                               none; full prefill when no ratio below 1 met its target: the
-                               stats' notice says which) */
+                               store for this model and kv_format, read when the session is
+                               made (recompute_ratio when there is none; full prefill when no
+                               ratio below 1 met its target: the stats' notice says which) */
     /* new fields are appended here only */
 } cbl_session_params;
 

@@ -50,6 +50,10 @@ cacheblend::blend_params to_blend(const char* fn, const cbl_x_blend_params& p,
     bp.check_layers = {1};
     bp.check_ratios.clear();
     if (p.n_check_layers > 0) {
+        if (p.n_check_layers > 4096) {  // more than any model's layers: a wrong size, not a plan
+            throw cacheblend::error(cacheblend::status::invalid_arg,
+                                    std::string(fn) + ": n_check_layers is too large");
+        }
         if (!p.check_layers) {
             throw cacheblend::error(cacheblend::status::invalid_arg,
                                     std::string(fn) + ": check_layers is NULL");
