@@ -42,7 +42,7 @@ public:
     virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
 
     // ---- blending (kernels/cpu/blend-ops.h) ----
-    virtual void relocate_kv(const uint16_t* k_src, const uint16_t* v_src, int64_t n,
+    virtual void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n,
                              int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
                              const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
                              int64_t ld_cache) = 0;

@@ -12,6 +12,7 @@
 
 #include "core/calibration.h"
 #include "core/error.h"
+#include "kernels/cpu/fp16.h"
 #include "kernels/memory.h"
 
 namespace cacheblend {
@@ -54,8 +55,8 @@ public:
         if (thread_.joinable()) thread_.join();
     }
 
-    // Blocks until `layer` is loaded; returns its K and V rows (f16, [n_rows][kv_dim]).
-    std::pair<const uint16_t*, const uint16_t*> acquire(int32_t layer, double* wait_ms) {
+    // Blocks until `layer` is loaded; returns its K (f32) and V (f16) rows, [n_rows][kv_dim].
+    std::pair<const float*, const uint16_t*> acquire(int32_t layer, double* wait_ms) {
         const auto t0 = clock_type::now();
         std::unique_lock<std::mutex> lk(mu_);
         slot& s = slots_[static_cast<size_t>(layer) % 2];
@@ -83,7 +84,8 @@ public:
 
 private:
     struct slot {
-        aligned_array<uint16_t> k, v;
+        aligned_array<float> k;
+        aligned_array<uint16_t> v;
         int32_t layer = -1;
         bool ready = false;
     };
@@ -393,8 +395,11 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     float ratio = p_.mode == blend_mode::blend ? p_.ratio : (p_.mode == blend_mode::full ? 1.f : 0.f);
     if (blending && p_.ratio_auto && I.load_bytes_per_ms > 0 && I.row_layer_ms > 0) {
         // Largest r whose per-layer recompute hides under the per-layer load (paper §5).
-        const double elem = p_.format == kv_format::q8 ? 1.0 + 2.0 / hp.head_dim : 2.0;
-        const double load_ms_layer = static_cast<double>(NR) * kd * 2 * elem / I.load_bytes_per_ms;
+        // Stored bytes per K+V element pair.
+        const double pair = p_.format == kv_format::q8    ? 2.0 * (1.0 + 2.0 / hp.head_dim)
+                            : p_.format == kv_format::exact ? 6.0
+                                                          : 4.0;
+        const double load_ms_layer = static_cast<double>(NR) * kd * pair / I.load_bytes_per_ms;
         const double rows = load_ms_layer / I.row_layer_ms - static_cast<double>(N - NR);
         ratio = std::clamp(static_cast<float>(rows / static_cast<double>(NR)), p_.ratio_min, p_.ratio_max);
     }
@@ -426,8 +431,8 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     fwd.set_positions(active.data(), static_cast<int64_t>(active.size()));
 
     std::vector<uint8_t> is_active(static_cast<size_t>(N), 0);
-    aligned_array<uint16_t> gk, gv, gcached;
-    aligned_array<float> gfresh, dev;
+    aligned_array<uint16_t> gv, gcached;
+    aligned_array<float> gk, gfresh, dev;
     std::vector<int32_t> gpos, keep;
     double wait_ms = 0, select_ms = 0;
 
@@ -436,7 +441,7 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
         const int64_t n_act = static_cast<int64_t>(active.size());
         fwd.project_qkv(l, n_act);
         const bool loaded = !load_layers.empty() && l >= load_layers.front();
-        const uint16_t* ck = nullptr;
+        const float* ck = nullptr;
         const uint16_t* cv = nullptr;
         if (loaded) {
             try {
@@ -464,13 +469,18 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
             gfresh.resize(static_cast<size_t>(std::max<int64_t>(1, mr * kd)));
             gcached.resize(static_cast<size_t>(std::max<int64_t>(1, mr * kd)));
             std::vector<float> total(static_cast<size_t>(mr), 0.f);
-            auto score = [&](const float* fresh, const uint16_t* cached) {
+            // Cached rows are scored as f16 (K is rounded for it: the ranking does not need more).
+            auto score = [&](const float* fresh, const uint16_t* cached_v, const float* cached_k) {
                 for (int64_t i = 0; i < mr; ++i) {
                     const int64_t a = a_idx[static_cast<size_t>(i)];
-                    const int32_t r = reused_index[static_cast<size_t>(active[static_cast<size_t>(a)])];
+                    const int64_t r = reused_index[static_cast<size_t>(active[static_cast<size_t>(a)])];
                     std::memcpy(gfresh.data() + i * kd, fresh + a * kd, static_cast<size_t>(kd) * sizeof(float));
-                    std::memcpy(gcached.data() + i * kd, cached + static_cast<int64_t>(r) * kd,
-                                static_cast<size_t>(kd) * sizeof(uint16_t));
+                    if (cached_v) {
+                        std::memcpy(gcached.data() + i * kd, cached_v + r * kd,
+                                    static_cast<size_t>(kd) * sizeof(uint16_t));
+                    } else {
+                        fp32_to_fp16_row(cached_k + r * kd, gcached.data() + i * kd, kd);
+                    }
                 }
                 be.kv_deviation(gfresh.data(), kd, gcached.data(), kd, mr, kd, dev.data());
                 for (int64_t i = 0; i < mr; ++i) total[static_cast<size_t>(i)] += dev[static_cast<size_t>(i)];
@@ -483,8 +493,8 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
                         random_score(row + 1000003u * static_cast<uint64_t>(l));
                 }
             } else {
-                if (p_.deviation != deviation_kind::k) score(fwd.v(), cv);
-                if (p_.deviation != deviation_kind::v) score(fwd.k(), ck);
+                if (p_.deviation != deviation_kind::k) score(fwd.v(), cv, nullptr);
+                if (p_.deviation != deviation_kind::v) score(fwd.k(), nullptr, ck);
             }
             const float rj = check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())];
             const int64_t n_keep = std::min<int64_t>(
@@ -518,7 +528,7 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
                 const int32_t row = reused_rows[static_cast<size_t>(r)];
                 if (is_active[static_cast<size_t>(row)]) continue;
                 const int64_t g = static_cast<int64_t>(gpos.size());
-                std::memcpy(gk.data() + g * kd, ck + r * kd, static_cast<size_t>(kd) * sizeof(uint16_t));
+                std::memcpy(gk.data() + g * kd, ck + r * kd, static_cast<size_t>(kd) * sizeof(float));
                 std::memcpy(gv.data() + g * kd, cv + r * kd, static_cast<size_t>(kd) * sizeof(uint16_t));
                 gpos.push_back(row);
             }

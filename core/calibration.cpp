@@ -21,6 +21,7 @@ constexpr size_t k_max_bytes = 1 << 20;
 bool parse_format(const std::string& s, kv_format* f) {
     if (s == "f16") *f = kv_format::f16;
     else if (s == "q8") *f = kv_format::q8;
+    else if (s == "exact") *f = kv_format::exact;
     else return false;
     return true;
 }

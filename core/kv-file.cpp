@@ -120,7 +120,8 @@ uint64_t get64(const uint8_t* p) {
 [[noreturn]] void bad(const char* why) { throw error(status::corrupt, fmt("kv file: %s", why)); }
 
 bool known_format(uint32_t f) {
-    return f == static_cast<uint32_t>(kv_format::f16) || f == static_cast<uint32_t>(kv_format::q8);
+    return f == static_cast<uint32_t>(kv_format::f16) || f == static_cast<uint32_t>(kv_format::q8) ||
+           f == static_cast<uint32_t>(kv_format::exact);
 }
 
 }  // namespace
@@ -142,6 +143,8 @@ layout compute_layout(const chunk_kv_meta& m) {
     l.data_offset = align_up(l.header_size, alignment);
     if (m.format == kv_format::f16)
         l.layer_bytes = 2 * (t * kvd * 2);
+    else if (m.format == kv_format::exact)
+        l.layer_bytes = t * kvd * 4 + t * kvd * 2;
     else
         l.layer_bytes = 2 * (t * kvd + t * uint64_t(m.n_kv_head) * 2);
     l.layer_stride = align_up(l.layer_bytes, alignment);
@@ -252,11 +255,21 @@ header decode_header(const uint8_t* data, size_t n, uint64_t file_size) {
 void encode_layer(const chunk_kv_meta& m, const float* k, const float* v, int64_t ld,
                   uint8_t* out) {
     const int64_t T = m.n_tokens, D = m.kv_dim(), H = m.n_kv_head, hd = m.head_dim;
-    if (m.format == kv_format::f16) {
-        uint16_t* dst = reinterpret_cast<uint16_t*>(out);
-        for (int64_t t = 0; t < T; ++t) fp32_to_fp16_row(k + t * ld, dst + t * D, D);
-        dst += T * D;
-        for (int64_t t = 0; t < T; ++t) fp32_to_fp16_row(v + t * ld, dst + t * D, D);
+    if (m.format == kv_format::f16 || m.format == kv_format::exact) {
+        uint8_t* p = out;
+        for (int64_t t = 0; t < T; ++t) {
+            if (m.format == kv_format::f16) {
+                fp32_to_fp16_row(k + t * ld, reinterpret_cast<uint16_t*>(p), D);
+                p += D * 2;
+            } else {
+                std::memcpy(p, k + t * ld, static_cast<size_t>(D) * 4);  // little-endian f32
+                p += D * 4;
+            }
+        }
+        for (int64_t t = 0; t < T; ++t) {
+            fp32_to_fp16_row(v + t * ld, reinterpret_cast<uint16_t*>(p), D);
+            p += D * 2;
+        }
         return;
     }
     // q8: one f16 scale per (token, head). Quantize with the *stored* f16 scale so the reader's
@@ -301,22 +314,29 @@ void encode_layer(const chunk_kv_meta& m, const float* k, const float* v, int64_
     }
 }
 
-void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, uint16_t* k, uint16_t* v,
+void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, float* k, uint16_t* v,
                   int64_t ld) {
     const int64_t T = m.n_tokens, D = m.kv_dim(), H = m.n_kv_head, hd = m.head_dim;
-    uint16_t* dst[2] = {k, v};
-    if (m.format == kv_format::f16) {
-        for (int kv = 0; kv < 2; ++kv) {
-            const uint8_t* src = payload + kv * T * D * 2;
-            if (ld == D) {
-                std::memcpy(dst[kv], src, static_cast<size_t>(T * D * 2));
-                continue;
+    if (m.format == kv_format::f16 || m.format == kv_format::exact) {
+        const uint8_t* p = payload;
+        for (int64_t t = 0; t < T; ++t) {
+            if (m.format == kv_format::f16) {
+                fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(p), k + t * ld, D);
+                p += D * 2;
+            } else {
+                std::memcpy(k + t * ld, p, static_cast<size_t>(D) * 4);
+                p += D * 4;
             }
-            for (int64_t t = 0; t < T; ++t)
-                std::memcpy(dst[kv] + t * ld, src + t * D * 2, static_cast<size_t>(D * 2));
         }
+        if (ld == D) {
+            std::memcpy(v, p, static_cast<size_t>(T * D * 2));
+            return;
+        }
+        for (int64_t t = 0; t < T; ++t)
+            std::memcpy(v + t * ld, p + t * D * 2, static_cast<size_t>(D * 2));
         return;
     }
+    // q8: K is handed over in f32 as int8 * scale; V rounded to f16 like the other formats.
     std::vector<float> row(static_cast<size_t>(D));
     const uint8_t* p = payload;
     for (int kv = 0; kv < 2; ++kv) {
@@ -330,7 +350,10 @@ void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, uint16_t* k, u
                 const int8_t* q = qd + t * D + h * hd;
                 for (int64_t d = 0; d < hd; ++d) row[h * hd + d] = static_cast<float>(q[d]) * s;
             }
-            fp32_to_fp16_row(row.data(), dst[kv] + t * ld, D);
+            if (kv == 0)
+                std::memcpy(k + t * ld, row.data(), static_cast<size_t>(D) * sizeof(float));
+            else
+                fp32_to_fp16_row(row.data(), v + t * ld, D);
         }
         p += T * D + T * H * 2;
     }
@@ -413,7 +436,7 @@ void kv_file_reader::corrupt(const std::string& why) {
     throw error(status::corrupt, fmt("kvstore: %s: %s", path_.c_str(), why.c_str()));
 }
 
-void kv_file_reader::read_layer(int32_t layer, uint16_t* k, uint16_t* v, int64_t ld) {
+void kv_file_reader::read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) {
     if (layer < 0 || layer >= hdr_.meta.n_layer)
         throw error(status::invalid_arg, fmt("kvstore: layer %d of %d", layer, hdr_.meta.n_layer));
     if (ld < hdr_.meta.kv_dim() || !k || !v)

@@ -6,7 +6,7 @@
 //   8    4  format version (1)
 //   12   4  header_size: bytes from 0 up to and including the header checksum
 //   16   8  model fingerprint
-//   24   4  kv_format (1 = f16, 2 = q8)
+//   24   4  kv_format (1 = f16, 2 = q8, 3 = exact)
 //   28   4  n_layer
 //   32   4  n_kv_head
 //   36   4  head_dim
@@ -21,6 +21,7 @@
 // Then layer l at data_offset + l * stride (stride = align_up(size, 4096)), so every layer starts
 // on a 4096-byte boundary and an O_DIRECT read of it needs no bounce. A layer's payload is
 //   f16: K rows [n_tokens][kv_dim] f16 | V rows [n_tokens][kv_dim] f16
+//   exact: K rows [n_tokens][kv_dim] f32 | V rows [n_tokens][kv_dim] f16
 //   q8 : K int8 [n_tokens][kv_dim] | K scales f16 [n_tokens][n_kv_head]
 //        | V int8 [n_tokens][kv_dim] | V scales f16 [n_tokens][n_kv_head]
 //        (scale = amax/127 of that head's row, value = int8 * scale)
@@ -100,8 +101,8 @@ header decode_header(const uint8_t* data, size_t n, uint64_t file_size);
 // a non-finite value or one too large for an f16 scale.
 void encode_layer(const chunk_kv_meta& m, const float* k, const float* v, int64_t ld,
                   uint8_t* out);
-// Decodes a payload into f16 rows (stride ld elements).
-void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, uint16_t* k, uint16_t* v,
+// Decodes a payload into f32 K rows and f16 V rows (stride ld elements).
+void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, float* k, uint16_t* v,
                   int64_t ld);
 
 // Builds a whole file in memory (layers in any order) and writes it to a descriptor.
@@ -135,7 +136,7 @@ public:
     const std::vector<token_id>& tokens() const override { return hdr_.tokens; }
     // Throws error(corrupt) on a checksum mismatch or truncation (after calling on_corrupt once),
     // error(io_read) on an I/O error (the file is kept), error(invalid_arg) for a bad layer/ld.
-    void read_layer(int32_t layer, uint16_t* k, uint16_t* v, int64_t ld) override;
+    void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) override;
     uint64_t bytes_read() const override { return bytes_read_; }
 
     const chunk_key& key() const { return hdr_.key; }

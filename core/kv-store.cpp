@@ -30,6 +30,7 @@ const char* kv_format_name(kv_format f) {
     switch (f) {
         case kv_format::f16: return "f16";
         case kv_format::q8: return "q8";
+        case kv_format::exact: return "exact";
     }
     return "unknown";
 }

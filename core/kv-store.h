@@ -20,6 +20,9 @@ class file_io;
 enum class kv_format : uint32_t {
     f16 = 1,  // K and V rows as IEEE half
     q8 = 2,   // int8 with one f16 scale per token per KV head (half the bytes)
+    // K as f32 (before RoPE) and V as f16: 1.5x the bytes of f16, and relocation then computes
+    // exactly the keys full prefill stores (f16 K would be rounded twice: before and after RoPE).
+    exact = 3,
 };
 const char* kv_format_name(kv_format f);
 
@@ -43,8 +46,9 @@ public:
     virtual ~chunk_kv_reader() = default;
     virtual const chunk_kv_meta& meta() const = 0;
     virtual const std::vector<token_id>& tokens() const = 0;
-    // K (pre-RoPE) and V rows of `layer` as f16: [n_tokens][kv_dim] each, row stride ld elements.
-    virtual void read_layer(int32_t layer, uint16_t* k, uint16_t* v, int64_t ld) = 0;
+    // K (pre-RoPE) rows of `layer` as f32 and V rows as f16: [n_tokens][kv_dim] each, row stride
+    // ld elements. K is f32 so that the exact format loses nothing on the way to relocation.
+    virtual void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) = 0;
     virtual uint64_t bytes_read() const = 0;
 };
 

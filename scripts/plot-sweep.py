@@ -34,7 +34,8 @@ def num(v):
 
 
 def print_table(summary, full, points):
-    print(f"{summary.get('records', '?')} records, {summary.get('threads', '?')} threads")
+    print(f"{summary.get('records', '?')} records, {summary.get('threads', '?')} threads, "
+          f"KV format {summary.get('kv_format', 'f16')}")
     print(f"{'run':<12} {'r':>5} {'TTFT ms':>9} {'speedup':>8} {'fidF1':>6} {'agree':>6} "
           f"{'KL':>7} {'F1':>6}")
     for r, label, s in [(1.0, "full", full)] + points:
@@ -84,7 +85,8 @@ def plot(summary, full, points, out_png):
     ax_q.legend(lines + lines_k, labels + labels_k, fontsize=8, loc="center right")
 
     fig.suptitle(f"CacheBlend sweep: {summary.get('records', '?')} records, "
-                 f"{summary.get('threads', '?')} threads")
+                 f"{summary.get('threads', '?')} threads, KV format "
+                 f"{summary.get('kv_format', 'f16')}")
     fig.tight_layout()
     fig.savefig(out_png, dpi=120)
     print(f"wrote {out_png}")

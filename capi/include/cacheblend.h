@@ -152,6 +152,8 @@ CBL_API const char *cbl_device_name(int32_t i);
 #define CBL_KV_DEFAULT 0 /* CBL_KV_F16 */
 #define CBL_KV_F16     1
 #define CBL_KV_Q8      2 /* 8-bit per token and head: half the bytes, small fidelity cost */
+#define CBL_KV_EXACT   3 /* K in f32, V in f16: 1.5x the bytes of F16, and a reused chunk's KV
+                            is bit for bit what full prefill computes (F16 rounds K twice) */
 /* Document formats for cbl_runtime_ingest_text. */
 #define CBL_DOC_DEFAULT  0 /* CBL_DOC_TEXT */
 #define CBL_DOC_TEXT     1

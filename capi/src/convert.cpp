@@ -77,6 +77,7 @@ void to_core_blend(const char* fn, const cbl_session_params& in, blend_params* b
         case CBL_KV_DEFAULT:
         case CBL_KV_F16: bp->format = kv_format::f16; break;
         case CBL_KV_Q8: bp->format = kv_format::q8; break;
+        case CBL_KV_EXACT: bp->format = kv_format::exact; break;
         default: bad(fn, fmt("unknown kv_format %d", in.kv_format));
     }
 }

@@ -7,7 +7,7 @@
 
 namespace cacheblend {
 
-void relocate_kv(thread_pool& pool, const uint16_t* k_src, const uint16_t* v_src, int64_t n,
+void relocate_kv(thread_pool& pool, const float* k_src, const uint16_t* v_src, int64_t n,
                  int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
                  const rope_params& rope_p, uint16_t* k_cache, uint16_t* v_cache,
                  int64_t ld_cache) {
@@ -20,7 +20,7 @@ void relocate_kv(thread_pool& pool, const uint16_t* k_src, const uint16_t* v_src
         tmp.resize(static_cast<size_t>(width));
         thread_pool serial(1);
         for (int64_t i = begin; i < end; ++i) {
-            fp16_to_fp32_row(k_src + i * ld_src, tmp.data(), width);
+            std::copy(k_src + i * ld_src, k_src + i * ld_src + width, tmp.data());
             rope(serial, tmp.data(), 1, width, n_kv_head, head_dim, pos + i, rope_p);
             fp32_to_fp16_row(tmp.data(), k_cache + static_cast<int64_t>(pos[i]) * ld_cache, width);
             std::copy(v_src + i * ld_src, v_src + i * ld_src + width,

@@ -22,9 +22,10 @@ struct rope_args {
 
 void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a);
 
-// Row i: K (f16, pre-RoPE) rotated to pos[i] -> k_cache[pos[i]], V copied -> v_cache[pos[i]].
+// Row i: K (f32, pre-RoPE) rotated to pos[i] -> k_cache[pos[i]] (f16), V (f16) copied ->
+// v_cache[pos[i]].
 struct relocate_args {
-    const uint16_t* k_src = nullptr;
+    const float* k_src = nullptr;
     const uint16_t* v_src = nullptr;
     int64_t n = 0, ld_src = 0;
     const int32_t* pos = nullptr;

@@ -41,7 +41,7 @@ std::vector<flag_spec> blend_tuning_flags() {
         {"check-ratios", "R,..", "ratio kept at each check layer, non-increasing (gradual)"},
         {"deviation", "v|k|kv|random",
          "what the check layer compares: V, K or both (default v); random: the control"},
-        {"kv-format", "f16|q8", "stored KV format (default f16)"},
+        {"kv-format", "f16|q8|exact", "stored KV format (default f16; exact: K in f32)"},
     };
 }
 

@@ -54,8 +54,17 @@ const char* stop_name(int32_t stop) {
 bool parse_kv_format(const std::string& s, int32_t* out) {
     if (s == "f16") *out = CBL_KV_F16;
     else if (s == "q8") *out = CBL_KV_Q8;
+    else if (s == "exact") *out = CBL_KV_EXACT;
     else return false;
     return true;
+}
+
+const char* kv_format_name(int32_t format) {
+    switch (format) {
+        case CBL_KV_Q8: return "q8";
+        case CBL_KV_EXACT: return "exact";
+        default: return "f16";
+    }
 }
 
 std::string token_text(const cbl_model* m, int32_t token) {

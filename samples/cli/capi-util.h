@@ -48,6 +48,8 @@ const char* search_name(int32_t mode);        // CBL_SEARCH_* -> "hybrid", "dens
 bool parse_search(const std::string& s, int32_t* out);
 const char* stop_name(int32_t stop);          // CBL_STOP_* -> "eog", "length", ...
 bool parse_kv_format(const std::string& s, int32_t* out);
+// The flag value of a CBL_KV_* format (CBL_KV_DEFAULT is f16).
+const char* kv_format_name(int32_t format);
 
 // The token's text, or "" when the id is not in the vocabulary.
 std::string token_text(const cbl_model* m, int32_t token);

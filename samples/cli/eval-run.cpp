@@ -204,6 +204,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         cbl_free(path);
     }
     meta.store = store_dir;
+    meta.kv_format = kv_format_name(tuning.kv_format);
     meta.threads = threads;
     meta.max_tokens = max_tokens;
     std::vector<musique_request> reqs(n_records);
@@ -335,6 +336,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
     w.field("dataset", meta.dataset);
     w.field("model", meta.model);
     w.field("store", meta.store);
+    w.field("kv_format", meta.kv_format);
     w.field("records", meta.records);
     w.field("skipped", meta.skipped);
     w.field("prompt_tokens_mean", meta.prompt_tokens_mean);
@@ -419,10 +421,10 @@ void write_records(json_writer& w, const std::vector<run_spec>& runs,
 void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
                  const std::vector<summary>& sums) {
     std::printf("dataset %s: %lld records (%lld skipped), %.0f prompt tokens on average, %d "
-                "threads, greedy <= %d tokens\n",
+                "threads, greedy <= %d tokens, KV format %s\n",
                 meta.dataset.c_str(), static_cast<long long>(meta.records),
                 static_cast<long long>(meta.skipped), meta.prompt_tokens_mean, meta.threads,
-                meta.max_tokens);
+                meta.max_tokens, meta.kv_format.c_str());
     std::printf("warm-up: %lld chunks, %lld computed in %.1f s (untimed)\n\n",
                 static_cast<long long>(meta.warm_chunks),
                 static_cast<long long>(meta.warm_computed), meta.warm_ms / 1000.0);

@@ -57,7 +57,7 @@ struct summary {
 };
 
 struct eval_meta {
-    std::string dataset, model, store;
+    std::string dataset, model, store, kv_format;
     int64_t records = 0, skipped = 0;
     double prompt_tokens_mean = 0;
     int32_t threads = 0, max_tokens = 0;

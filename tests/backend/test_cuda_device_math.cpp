@@ -331,7 +331,7 @@ TEST(CudaDeviceMath, RelocateKvMatchesCpu) {
         const int64_t n = 12, n_ctx = 64, ld_cache = width + 4;
         std::vector<int32_t> pos(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(5 * i + 3);  // scattered rows
-        const std::vector<uint16_t> k = to_f16(random_vec(size_t(n * ld_src), 7, -3.f, 3.f));
+        const std::vector<float> k = random_vec(size_t(n * ld_src), 7, -3.f, 3.f);
         const std::vector<uint16_t> v = to_f16(random_vec(size_t(n * ld_src), 8, -3.f, 3.f));
         std::vector<uint16_t> kc(size_t(n_ctx * ld_cache), 0x7777), vc = kc;
         std::vector<uint16_t> kd = kc, vd = vc;

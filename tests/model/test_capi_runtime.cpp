@@ -64,13 +64,15 @@ protected:
         }
     }
 
-    cbl_session* make_session(int32_t mode = CBL_MODE_DEFAULT, float ratio = 0.f) {
+    cbl_session* make_session(int32_t mode = CBL_MODE_DEFAULT, float ratio = 0.f,
+                              int32_t kv_format = CBL_KV_DEFAULT) {
         cbl_session_params sp;
         cbl_session_params_init(&sp);
         sp.n_ctx = 1024;
         sp.n_threads = 2;
         sp.mode = mode;
         sp.recompute_ratio = ratio;
+        sp.kv_format = kv_format;
         cbl_session* s = nullptr;
         EXPECT_EQ(cbl_session_create(rt_, &sp, &s), CBL_OK) << cbl_last_error();
         return s;
@@ -319,6 +321,34 @@ TEST_F(CapiRuntime, PrefillChunksThenGenerateMatchesFullAtRatioOne) {
             EXPECT_EQ(cbl_session_generate(s, &gp, &a), CBL_MISUSE);  // once per prefill
             EXPECT_EQ(a, nullptr);
         }
+        cbl_session_free(s);
+    }
+    EXPECT_FALSE(texts[0].empty());
+    EXPECT_EQ(texts[0], texts[1]);
+}
+
+// CBL_KV_EXACT keeps K in f32: prefix mode over a stored first chunk is full prefill bit for bit
+// (tests/model/test_blend.cpp checks the cache and logits), so the answers are the same text.
+TEST_F(CapiRuntime, ExactKvFormatPrefixAnswersLikeFull) {
+    const char* chunks[] = {k_docs[2][1], k_docs[0][1], k_docs[1][1]};
+    const char* q = "Which river carries the most water?";
+    std::string texts[2];
+    const int32_t modes[2] = {CBL_MODE_FULL, CBL_MODE_PREFIX};
+    for (int i = 0; i < 2; ++i) {
+        cbl_session* s = make_session(modes[i], 0.f, CBL_KV_EXACT);
+        for (int rep = 0; rep < 2; ++rep) {  // the first prefix run stores its miss
+            cbl_stats st;
+            cbl_stats_init(&st);
+            ASSERT_EQ(cbl_session_prefill_chunks(s, chunks, nullptr, 3, q, &st), CBL_OK) << cbl_last_error();
+            if (i == 1) EXPECT_EQ(st.chunks_hit, rep);
+        }
+        cbl_generate_params gp;
+        cbl_generate_params_init(&gp);
+        gp.max_tokens = 16;
+        cbl_answer* a = nullptr;
+        ASSERT_EQ(cbl_session_generate(s, &gp, &a), CBL_OK) << cbl_last_error();
+        texts[i] = cbl_answer_text(a);
+        cbl_answer_free(a);
         cbl_session_free(s);
     }
     EXPECT_FALSE(texts[0].empty());

@@ -139,7 +139,7 @@ void rewrite_header(const std::string& path, const std::function<void(kv_file::h
 // Reads every layer; returns false if any read throws corrupt.
 bool all_layers_ok(chunk_kv_reader& r) {
     const chunk_kv_meta& m = r.meta();
-    std::vector<uint16_t> k(static_cast<size_t>(m.n_tokens * m.kv_dim()));
+    std::vector<float> k(static_cast<size_t>(m.n_tokens * m.kv_dim()));
     std::vector<uint16_t> v(k.size());
     for (int l = 0; l < m.n_layer; ++l) {
         try {
@@ -241,20 +241,50 @@ TEST_F(KvFile, F16RoundTripAnyLayerOrderAnyStride) {
     ASSERT_EQ(r.status, kv_open_status::ok) << r.detail;
     EXPECT_EQ(r.reader->tokens(), tokens_for(42, m.n_tokens));
     const int64_t ld = m.kv_dim() + 5;
-    std::vector<uint16_t> k(static_cast<size_t>(m.n_tokens * ld), 0xdead);
+    std::vector<float> k(static_cast<size_t>(m.n_tokens * ld), -12345.f);
     std::vector<uint16_t> v(k.size(), 0xdead);
     for (int l : {2, 0, 3, 1, 2}) {
         r.reader->read_layer(l, k.data(), v.data(), ld);
         for (int t = 0; t < m.n_tokens; ++t) {
             for (int d = 0; d < m.kv_dim(); ++d) {
-                ASSERT_EQ(k[static_cast<size_t>(t * ld + d)], fp32_to_fp16(value(42, l, 0, t, d)));
+                ASSERT_EQ(k[static_cast<size_t>(t * ld + d)],
+                          fp16_to_fp32(fp32_to_fp16(value(42, l, 0, t, d))));
                 ASSERT_EQ(v[static_cast<size_t>(t * ld + d)], fp32_to_fp16(value(42, l, 1, t, d)));
             }
-            for (int64_t d = m.kv_dim(); d < ld; ++d)  // padding columns untouched
-                ASSERT_EQ(k[static_cast<size_t>(t * ld + d)], 0xdead);
+            for (int64_t d = m.kv_dim(); d < ld; ++d) {  // padding columns untouched
+                ASSERT_EQ(k[static_cast<size_t>(t * ld + d)], -12345.f);
+                ASSERT_EQ(v[static_cast<size_t>(t * ld + d)], 0xdead);
+            }
         }
     }
     EXPECT_EQ(r.reader->bytes_read(), 5 * kv_file::compute_layout(m).layer_stride);
+}
+
+TEST_F(KvFile, ExactKeepsKeysInF32) {
+    const chunk_kv_meta m = small_meta(kv_format::exact);
+    const std::string path = write_file(m, 43, "x.kv", 300.0f);  // values past f16 precision
+    kv_open_result r = open(path, m, 43);
+    ASSERT_EQ(r.status, kv_open_status::ok) << r.detail;
+    const int64_t ld = m.kv_dim() + 3;
+    std::vector<float> k(static_cast<size_t>(m.n_tokens * ld), -12345.f);
+    std::vector<uint16_t> v(k.size(), 0xdead);
+    bool below_f16 = false;  // some key differs from its f16 rounding: K really is f32
+    for (int l : {3, 0, 2, 1}) {
+        r.reader->read_layer(l, k.data(), v.data(), ld);
+        for (int t = 0; t < m.n_tokens; ++t) {
+            for (int d = 0; d < m.kv_dim(); ++d) {
+                const float x = value(43, l, 0, t, d, 300.0f);
+                ASSERT_EQ(k[static_cast<size_t>(t * ld + d)], x);
+                below_f16 |= fp16_to_fp32(fp32_to_fp16(x)) != x;
+                ASSERT_EQ(v[static_cast<size_t>(t * ld + d)],
+                          fp32_to_fp16(value(43, l, 1, t, d, 300.0f)));
+            }
+            for (int64_t d = m.kv_dim(); d < ld; ++d) ASSERT_EQ(k[static_cast<size_t>(t * ld + d)], -12345.f);
+        }
+    }
+    EXPECT_TRUE(below_f16);
+    EXPECT_EQ(kv_file::compute_layout(m).layer_bytes,
+              static_cast<uint64_t>(m.n_tokens * m.kv_dim() * 6));
 }
 
 TEST_F(KvFile, DirectIoReads) {
@@ -271,7 +301,8 @@ TEST_F(KvFile, Q8ErrorBound) {
         const std::string path = write_file(m, 9, "q.kv", scale);
         kv_open_result r = open(path, m, 9);
         ASSERT_EQ(r.status, kv_open_status::ok) << r.detail;
-        std::vector<uint16_t> k(static_cast<size_t>(m.n_tokens * m.kv_dim())), v(k.size());
+        std::vector<float> k(static_cast<size_t>(m.n_tokens * m.kv_dim()));
+        std::vector<uint16_t> v(k.size());
         double worst = 0;
         for (int l = 0; l < m.n_layer; ++l) {
             r.reader->read_layer(l, k.data(), v.data(), m.kv_dim());
@@ -285,7 +316,8 @@ TEST_F(KvFile, Q8ErrorBound) {
                         for (int d = 0; d < m.head_dim; ++d) {
                             const int c = h * m.head_dim + d;
                             const float x = value(9, l, kv, t, c, scale);
-                            const float y = fp16_to_fp32((kv ? v : k)[size_t(t * m.kv_dim() + c)]);
+                            const size_t i = size_t(t * m.kv_dim() + c);
+                            const float y = kv ? fp16_to_fp32(v[i]) : k[i];
                             // half a quantization step (scale = amax/127, itself f16-rounded),
                             // plus the f16 rounding of the output
                             // (subnormal scales round up by at most one 2^-24 step)
@@ -310,15 +342,16 @@ TEST(KvFileQ8, EdgeValues) {
     m.head_dim = 4;
     const kv_file::layout lay = kv_file::compute_layout(m);
     std::vector<uint8_t> buf(lay.layer_bytes);
-    std::vector<uint16_t> k(8), v(8);
+    std::vector<float> k(8);
+    std::vector<uint16_t> v(8);
     // head 0 all zero, head 1 tiny (scale underflows f16), V: one big outlier per head
     const float kin[8] = {0, 0, -0.0f, 0, 1e-9f, -2e-9f, 0, 3e-9f};
     const float vin[8] = {1000, 1, -1, 0.5f, -60000, 7, 0, 1};
     kv_file::encode_layer(m, kin, vin, 8, buf.data());
     kv_file::decode_layer(m, buf.data(), k.data(), v.data(), 8);
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(fp16_to_fp32(k[size_t(i)]), 0.0f);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(k[size_t(i)], 0.0f);
     // scale underflows to the smallest f16 subnormal (2^-24): error within half of it
-    for (int i = 4; i < 8; ++i) EXPECT_NEAR(fp16_to_fp32(k[size_t(i)]), kin[i], 3e-8);
+    for (int i = 4; i < 8; ++i) EXPECT_NEAR(k[size_t(i)], kin[i], 3e-8);
     EXPECT_NEAR(fp16_to_fp32(v[0]), 1000, 1);
     EXPECT_NEAR(fp16_to_fp32(v[4]), -60000, 60);
     for (int i = 0; i < 8; ++i)
@@ -396,7 +429,8 @@ TEST_F(KvFile, TruncatedAfterOpenIsCorruptAtRead) {
     bool called = false;
     r.reader->set_on_corrupt([&] { called = true; });
     ASSERT_EQ(::truncate(path.c_str(), 4096 + 100), 0);
-    std::vector<uint16_t> k(size_t(m.n_tokens * m.kv_dim())), v(k.size());
+    std::vector<float> k(size_t(m.n_tokens * m.kv_dim()));
+    std::vector<uint16_t> v(k.size());
     try {
         r.reader->read_layer(1, k.data(), v.data(), m.kv_dim());
         ADD_FAILURE();
@@ -511,7 +545,8 @@ TEST_F(KvFile, ReadLayerArgumentChecks) {
     const std::string path = write_file(m, 4);
     kv_open_result r = open(path, m, 4);
     ASSERT_EQ(r.status, kv_open_status::ok);
-    std::vector<uint16_t> k(size_t(m.n_tokens * m.kv_dim())), v(k.size());
+    std::vector<float> k(size_t(m.n_tokens * m.kv_dim()));
+    std::vector<uint16_t> v(k.size());
     for (int bad : {-1, 4, 1000}) {
         try {
             r.reader->read_layer(bad, k.data(), v.data(), m.kv_dim());

@@ -106,7 +106,8 @@ void put_entry(kv_store& s, const chunk_kv_meta& m, uint64_t seed) {
     if (r.tokens() != tokens_for(seed, m.n_tokens))
         return ::testing::AssertionFailure() << "tokens differ for seed " << seed;
     const int64_t D = m.kv_dim();
-    std::vector<uint16_t> k(size_t(m.n_tokens * D)), v(k.size());
+    std::vector<float> k(size_t(m.n_tokens * D));
+    std::vector<uint16_t> v(k.size());
     for (int l : {3, 1, 0, 2}) {
         if (l >= m.n_layer) continue;
         r.read_layer(l, k.data(), v.data(), D);
@@ -114,12 +115,16 @@ void put_entry(kv_store& s, const chunk_kv_meta& m, uint64_t seed) {
             for (int d = 0; d < D; ++d)
                 for (int kv = 0; kv < 2; ++kv) {
                     const float x = value(seed, l, kv, t, d);
-                    const uint16_t got = (kv ? v : k)[size_t(t * D + d)];
-                    // q8: half a step of a scale <= 4/127, plus the f16 rounding of the output
-                    const bool ok = m.format == kv_format::f16
-                                        ? got == fp32_to_fp16(x)
-                                        : std::fabs(fp16_to_fp32(got) - x) <=
-                                              4.0f / 254 * 1.01f + std::fabs(x) / 1024;
+                    const size_t i = size_t(t * D + d);
+                    const float got = kv ? fp16_to_fp32(v[i]) : k[i];
+                    // exact: K as written, V f16; q8: half a step of a scale <= 4/127, plus the
+                    // f16 rounding of V
+                    const bool ok =
+                        m.format == kv_format::q8
+                            ? std::fabs(got - x) <= 4.0f / 254 * 1.01f + std::fabs(x) / 1024
+                        : m.format == kv_format::exact && kv == 0
+                            ? got == x
+                            : got == fp16_to_fp32(fp32_to_fp16(x));
                     if (!ok)
                         return ::testing::AssertionFailure()
                                << "seed " << seed << " layer " << l << " t " << t << " d " << d;
@@ -195,11 +200,13 @@ protected:
 
 }  // namespace
 
-TEST_F(KvStore, RoundTripF16AndQ8) {
+TEST_F(KvStore, RoundTripF16Q8AndExact) {
     auto s = open();
-    const chunk_kv_meta f16 = small_meta(), q8 = small_meta(kv_format::q8);
+    const chunk_kv_meta f16 = small_meta(), q8 = small_meta(kv_format::q8),
+                        ex = small_meta(kv_format::exact);
     for (uint64_t seed : {1, 2, 3}) put_entry(*s, f16, seed);
     for (uint64_t seed : {4, 5}) put_entry(*s, q8, seed);
+    put_entry(*s, ex, 6);
     for (uint64_t seed : {1, 2, 3}) {
         auto r = s->lookup(key_for(f16, seed), f16);
         ASSERT_TRUE(r);
@@ -211,17 +218,25 @@ TEST_F(KvStore, RoundTripF16AndQ8) {
         ASSERT_TRUE(r);
         EXPECT_TRUE(holds(*r, seed));
     }
+    auto rx = s->lookup(key_for(ex, 6), ex);
+    ASSERT_TRUE(rx);
+    EXPECT_TRUE(holds(*rx, 6));
+    // K f32 + V f16: 1.5x the payload of f16
+    EXPECT_EQ(2 * kv_file::compute_layout(ex).layer_bytes, 3 * kv_file::compute_layout(f16).layer_bytes);
     EXPECT_FALSE(s->lookup(key_for(f16, 99), f16));
+    EXPECT_FALSE(s->lookup(key_for(f16, 6), f16));  // the key covers the format
     const kv_store_stats st = s->stats();
-    EXPECT_EQ(st.entries, 5u);
+    EXPECT_EQ(st.entries, 6u);
     EXPECT_EQ(st.bytes, 3 * kv_file::compute_layout(f16).file_size +
-                            2 * kv_file::compute_layout(q8).file_size);
-    EXPECT_EQ(st.hits, 5u);
-    EXPECT_EQ(st.misses, 1u);
+                            2 * kv_file::compute_layout(q8).file_size +
+                            kv_file::compute_layout(ex).file_size);
+    EXPECT_EQ(st.hits, 6u);
+    EXPECT_EQ(st.misses, 2u);
     EXPECT_EQ(st.corrupt_removed + st.foreign_removed + st.evictions, 0u);
     EXPECT_TRUE(s->contains(key_for(f16, 1)));
     EXPECT_FALSE(s->contains(key_for(f16, 99)));
     EXPECT_STREQ(kv_format_name(kv_format::q8), "q8");
+    EXPECT_STREQ(kv_format_name(kv_format::exact), "exact");
 }
 
 TEST_F(KvStore, ReaderStreamsLayersOnAnotherThread) {
@@ -305,7 +320,8 @@ TEST_F(KvStore, CorruptLayerThrowsAndRemoves) {
         spit(path, b);
         auto r = s->lookup(key, m);
         ASSERT_TRUE(r);  // the header is fine: damage shows when the layer is read
-        std::vector<uint16_t> k(size_t(m.n_tokens * m.kv_dim())), v(k.size());
+        std::vector<float> k(size_t(m.n_tokens * m.kv_dim()));
+        std::vector<uint16_t> v(k.size());
         for (int l = 0; l < m.n_layer; ++l) {
             if (l == bad) continue;
             EXPECT_NO_THROW(r->read_layer(l, k.data(), v.data(), m.kv_dim()));
@@ -607,7 +623,8 @@ TEST_F(KvStore, ReadErrorsAreMissesThatKeepTheFile) {
     auto r = s->lookup(key, m);
     ASSERT_TRUE(r);
     io->fail_nth(cbltest::io_op::read, 0, EIO);  // a layer read
-    std::vector<uint16_t> k(size_t(m.n_tokens * m.kv_dim())), v(k.size());
+    std::vector<float> k(size_t(m.n_tokens * m.kv_dim()));
+    std::vector<uint16_t> v(k.size());
     try {
         r->read_layer(2, k.data(), v.data(), m.kv_dim());
         ADD_FAILURE();
@@ -832,7 +849,7 @@ TEST_F(KvStore, Throughput) {
         std::printf("xxh64: %.1f GB/s (sink %llx)\n", 4.0 * buf.size() / secs(t0) / 1e9,
                     static_cast<unsigned long long>(sink));
     }
-    for (kv_format f : {kv_format::f16, kv_format::q8}) {
+    for (kv_format f : {kv_format::f16, kv_format::q8, kv_format::exact}) {
         chunk_kv_meta m;
         m.model_fingerprint = 1;
         m.format = f;
@@ -864,7 +881,8 @@ TEST_F(KvStore, Throughput) {
                     n * file_mb / t_commit, 1e3 * t_commit / n);
         for (bool direct : {false, true}) {
             auto rs = direct ? open(0, nullptr, true) : s;
-            std::vector<uint16_t> kh(k.size()), vh(k.size());
+            std::vector<float> kh(k.size());
+            std::vector<uint16_t> vh(k.size());
             uint64_t bytes = 0;
             const auto t0 = clk::now();
             for (int i = 0; i < n; ++i) {
@@ -874,7 +892,7 @@ TEST_F(KvStore, Throughput) {
                 bytes += r->bytes_read();
             }
             const double t = secs(t0);
-            std::printf("%s read%s (lookup+verify+decode to f16): %.0f MB/s, %.2f ms/chunk\n",
+            std::printf("%s read%s (lookup+verify+decode): %.0f MB/s, %.2f ms/chunk\n",
                         kv_format_name(f), direct ? " O_DIRECT" : " (page cache)",
                         bytes / t / 1e6, 1e3 * t / n);
         }

@@ -77,6 +77,7 @@ const (
 	KVDefault KVFormat = C.CBL_KV_DEFAULT // the library default (KVF16)
 	KVF16     KVFormat = C.CBL_KV_F16     // 16-bit floats
 	KVQ8      KVFormat = C.CBL_KV_Q8      // 8-bit: half the bytes, small fidelity cost
+	KVExact   KVFormat = C.CBL_KV_EXACT   // K in f32: 1.5x the bytes, reused KV exactly full's
 )
 
 // DocFormat is the format of a document given to IngestText (CBL_DOC_*).

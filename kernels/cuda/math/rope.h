@@ -5,7 +5,7 @@
 // library's powf (rope_make_consts), so host and device start from the same float.
 //
 // The kernels give one thread one pair: rope_pair (queries/keys in f32, in place) and
-// relocate_pair (cached f16 K rotated to a new position, V copied). On the host the same
+// relocate_pair (cached f32 K rotated to a new position and rounded to f16, V copied). On the host the same
 // functions looped over every pair give the CPU's results bit for bit; on a GPU cosf / sinf may
 // differ from the C library's by an ulp or two.
 #pragma once
@@ -77,10 +77,10 @@ CBL_HD inline void rope_pair(float* v, const rope_consts& k, int32_t pos, int i)
     rope_rotate(&v[d0], &v[d1], cos_f(t), sin_f(t));
 }
 
-// Pair p in [0, ceil(head_dim / 2)) of one cached head: pairs p < n_rot rotate K to pos (f16 ->
-// f32 -> f16, as the CPU); the others carry K dims 2p, 2p+1, which lie at or past n_dims in both
-// styles, through f32 unchanged. V dims 2p, 2p+1 are copied in every case.
-CBL_HD inline void relocate_pair(const uint16_t* ks, const uint16_t* vs, uint16_t* kd,
+// Pair p in [0, ceil(head_dim / 2)) of one cached head: pairs p < n_rot rotate K to pos (f32 ->
+// f16, as the CPU); the others carry K dims 2p, 2p+1, which lie at or past n_dims in both styles,
+// unrotated into f16. V dims 2p, 2p+1 are copied in every case.
+CBL_HD inline void relocate_pair(const float* ks, const uint16_t* vs, uint16_t* kd,
                                  uint16_t* vd, int head_dim, const rope_consts& k, int32_t pos,
                                  int p) {
     const int e0 = 2 * p, e1 = 2 * p + 1;
@@ -89,14 +89,14 @@ CBL_HD inline void relocate_pair(const uint16_t* ks, const uint16_t* vs, uint16_
     if (p < k.n_rot) {
         int d0, d1;
         rope_pair_dims(k, p, &d0, &d1);
-        float x0 = h2f(ks[d0]), x1 = h2f(ks[d1]);
+        float x0 = ks[d0], x1 = ks[d1];
         const float t = rope_angle(k, pos, p);
         rope_rotate(&x0, &x1, cos_f(t), sin_f(t));
         kd[d0] = f2h(x0);
         kd[d1] = f2h(x1);
     } else {
-        kd[e0] = f2h(h2f(ks[e0]));
-        if (e1 < head_dim) kd[e1] = f2h(h2f(ks[e1]));
+        kd[e0] = f2h(ks[e0]);
+        if (e1 < head_dim) kd[e1] = f2h(ks[e1]);
     }
 }
 

@@ -69,6 +69,7 @@ pub const CBL_SEARCH_BM25: i32 = 3;
 pub const CBL_KV_DEFAULT: i32 = 0;
 pub const CBL_KV_F16: i32 = 1;
 pub const CBL_KV_Q8: i32 = 2;
+pub const CBL_KV_EXACT: i32 = 3;
 pub const CBL_DOC_DEFAULT: i32 = 0;
 pub const CBL_DOC_TEXT: i32 = 1;
 pub const CBL_DOC_MARKDOWN: i32 = 2;

@@ -82,6 +82,9 @@ pub enum KvFormat {
     F16,
     /// 8 bits per token and head: half the bytes, a small fidelity cost.
     Q8,
+    /// K in 32-bit floats: 1.5x the bytes of `F16`, and a reused chunk's KV is exactly what full
+    /// prefill computes.
+    Exact,
 }
 
 /// Format of a document given to [`Runtime::ingest_text`](crate::Runtime::ingest_text)
@@ -197,6 +200,7 @@ impl SessionOptions {
         p.kv_format = opt_raw(self.kv_format, |f| match f {
             KvFormat::F16 => sys::CBL_KV_F16,
             KvFormat::Q8 => sys::CBL_KV_Q8,
+            KvFormat::Exact => sys::CBL_KV_EXACT,
         });
         p
     }
