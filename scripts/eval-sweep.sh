@@ -7,7 +7,8 @@
 # DATASET defaults to ../shared/cacheblend_inputs/musique_s.json next to the repository.
 # Environment: LIMIT (50), RATIOS (0.05,0.1,0.15,0.2,0.3,1.0), OUT_DIR (build/eval-sweep),
 # BUILD_DIR (build), CBL_THREADS, CBL_MODEL, CBL_KV_STORE (the CLI's default store otherwise),
-# CBL_KV_FORMAT (f16, q8 or exact; default f16).
+# CBL_KV_FORMAT (f16, q8 or exact; default f16), CBL_KV_BUDGET (the store's size, default 8G: 50
+# records of f16 KV take ~7 GB, of exact KV ~10 GB).
 # Plotting uses matplotlib from PyPI in a venv under ${XDG_CACHE_HOME:-~/.cache}/cacheblend/; the
 # library never depends on it.
 set -euo pipefail
@@ -45,6 +46,7 @@ args=(eval --model "$model" --dataset "$dataset" --limit "$limit" --modes full,r
 [[ -n "${CBL_THREADS:-}" ]] && args+=(--threads "$CBL_THREADS")
 [[ -n "${CBL_KV_STORE:-}" ]] && args+=(--store "$CBL_KV_STORE")
 [[ -n "${CBL_KV_FORMAT:-}" ]] && args+=(--kv-format "$CBL_KV_FORMAT")
+[[ -n "${CBL_KV_BUDGET:-}" ]] && args+=(--kv-budget "$CBL_KV_BUDGET")
 log "$cli ${args[*]}"
 "$cli" "${args[@]}" >"$out_dir/sweep-summary.json"
 

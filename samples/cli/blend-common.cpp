@@ -30,6 +30,42 @@ flag_spec store_flag() {
     return {"store", "DIR", "chunk KV store (default: ${XDG_CACHE_HOME:-~/.cache}/cacheblend/kv)"};
 }
 
+flag_spec kv_budget_flag() {
+    return {"kv-budget", "SIZE",
+            "bytes the store may hold, e.g. 500M or 16G (default 8G); least recently used chunks "
+            "are evicted past it"};
+}
+
+namespace {
+
+uint64_t parse_size(const std::string& flag, const std::string& text) {
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    double mult = 1;
+    if (used + 1 == text.size()) {
+        switch (text[used]) {
+            case 'K': case 'k': mult = 1024.0; break;
+            case 'M': case 'm': mult = 1024.0 * 1024; break;
+            case 'G': case 'g': mult = 1024.0 * 1024 * 1024; break;
+            case 'T': case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
+            default: used = 0;
+        }
+        if (used) ++used;
+    }
+    const double bytes = v * mult;
+    if (used == 0 || used != text.size() || !(bytes >= 1) || bytes > 1e18) {
+        throw usage_error("--" + flag + ": expected a size such as 500M or 16G, got '" + text + "'");
+    }
+    return static_cast<uint64_t>(bytes);
+}
+
+}  // namespace
+
 flag_spec direct_io_flag() {
     return {"direct-io", "",
             "read stored KV with O_DIRECT, bypassing the page cache (cold-read timings)"};
@@ -133,6 +169,7 @@ kvstore_ptr open_store(const parsed_args& a, std::string* dir) {
     cbl_kvstore_params kp;
     cbl_kvstore_params_init(&kp);
     kp.direct_io = a.has("direct-io");
+    if (const auto b = a.get("kv-budget")) kp.budget_bytes = parse_size("kv-budget", *b);
     cbl_kvstore* kv = nullptr;
     check(cbl_kvstore_open(dir->c_str(), &kp, &kv));
     return kvstore_ptr(kv);

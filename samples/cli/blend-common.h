@@ -16,6 +16,8 @@ namespace cacheblend::cli {
 std::string default_kv_store_dir();
 
 flag_spec store_flag();
+// --kv-budget SIZE: the store's byte budget (a number with an optional K, M, G or T suffix).
+flag_spec kv_budget_flag();
 // --direct-io: read stored KV with O_DIRECT (bypasses the page cache: cold-read timings).
 flag_spec direct_io_flag();
 // --check-layers, --check-ratios, --deviation, --kv-format (shared by blend and eval).

@@ -122,6 +122,7 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
             ttft.push_back(r.ttft_ms);
             recomputed.push_back(static_cast<double>(r.stats.tokens_recomputed));
             reused.push_back(static_cast<double>(r.stats.tokens_reused));
+            s.chunks_missed += r.stats.chunks_missed;
         }
         s.n = static_cast<int64_t>(results.size());
         s.n_gold = static_cast<int64_t>(f1.size());
@@ -154,6 +155,7 @@ std::vector<flag_spec> eval_flags() {
         model_flag(),
         {"dataset", "FILE", "JSON list of {ctxs, question, answers} (required)"},
         store_flag(),
+        kv_budget_flag(),
         {"threads", "N", "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
         {"max-tokens", "N", "maximum tokens per answer (default 32)"},
     };
@@ -366,6 +368,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
         w.field("f1_token_ids", s.f1_token_ids);
         w.field("tokens_reused_mean", s.reused_mean);
         w.field("tokens_recomputed_mean", s.recomputed_mean);
+        w.field("chunks_missed", s.chunks_missed);
         if (k > 0) {
             w.field("f1_diff_vs_full", s.f1_diff);
             w.key("f1_diff_ci95").begin_array().value(s.f1_ci_lo).value(s.f1_ci_hi).end_array();
@@ -446,6 +449,13 @@ void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
                     s.recomputed_mean, diff.c_str());
     }
     std::printf("\nTTFT in ms; recomp: mean tokens recomputed; fidF1, agree, KL: against full.\n");
+    int64_t missed = 0;
+    for (const summary& s : sums) missed += s.chunks_missed;
+    if (missed > 0) {
+        std::printf("warning: %lld chunk lookups missed after the warm-up: the store evicted them "
+                    "(raise --kv-budget), so those runs recomputed them in full\n",
+                    static_cast<long long>(missed));
+    }
 }
 
 }  // namespace cacheblend::cli

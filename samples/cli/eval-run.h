@@ -52,6 +52,7 @@ struct summary {
     double f1 = k_nan, f1_token_ids = k_nan, fidelity_f1 = 0, agreement = 0, kl = 0;
     double ttft_mean = 0, ttft_p50 = 0, ttft_p95 = 0, speedup = 0;
     double recomputed_mean = 0, reused_mean = 0;
+    int64_t chunks_missed = 0;  // over all records: misses after the warm-up mean evictions
     double f1_diff = k_nan;
     double f1_ci_lo = k_nan, f1_ci_hi = k_nan;
 };

@@ -174,6 +174,14 @@ TEST_F(CliBlend, Errors) {
     one_error_line(run({"eval", "--dataset", dir_ + "/bad2.json"}), 1, "JSON");
     one_error_line(run({"eval", "--dataset", dir_ + "/bad.json", "--modes", "full,fast"}), 2,
                    "fast");
+    write_file(dir_ + "/one.json",
+               "[{\"ctxs\": [{\"title\": \"\", \"text\": \"ok\"}], \"question\": \"q\", "
+               "\"answers\": [\"a\"]}]");
+    for (const char* size : {"12Q", "0", "-5G", "G", "1e30"}) {
+        one_error_line(run({"eval", "--dataset", dir_ + "/one.json", "--store", dir_ + "/kv",
+                            "--kv-budget", size}),
+                       2, "--kv-budget");
+    }
 }
 
 TEST_F(CliBlend, EvalOnATinyDataset) {
@@ -202,6 +210,7 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     ASSERT_NO_THROW(j = json::parse(r.out)) << r.out;
     ASSERT_TRUE(j.has("modes")) << r.out;
     EXPECT_EQ(j["records"].num, 2);
+    EXPECT_EQ(j["kv_format"].str, "f16");
     EXPECT_EQ(j["warm"]["chunks"].num, 5);
     const json& modes = j["modes"];
     for (const char* m : {"full", "reuse", "blend"}) {
@@ -223,6 +232,7 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     EXPECT_EQ(modes["full"]["first_token_kl"].num, 0.0);
     EXPECT_EQ(modes["full"]["speedup_vs_full"].num, 1.0);
     EXPECT_GT(modes["reuse"]["tokens_reused_mean"].num, 0.0);
+    EXPECT_EQ(modes["reuse"]["chunks_missed"].num, 0);
     ASSERT_TRUE(modes["blend"].has("f1_diff_ci95"));
     EXPECT_EQ(modes["blend"]["f1_diff_ci95"].size(), 2u);
 
