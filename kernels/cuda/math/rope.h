@@ -5,9 +5,9 @@
 // library's powf (rope_make_consts), so host and device start from the same float.
 //
 // The kernels give one thread one pair: rope_pair (queries/keys in f32, in place) and
-// relocate_pair (cached f32 K rotated to a new position and rounded to f16, V copied). On the host the same
-// functions looped over every pair give the CPU's results bit for bit; on a GPU cosf / sinf may
-// differ from the C library's by an ulp or two.
+// relocate_pair (cached f32 K rotated to a new position and rounded to f16, V copied). On the
+// host the same functions looped over every pair give the CPU's results bit for bit; on a GPU
+// cosf / sinf may differ from the C library's by an ulp or two.
 #pragma once
 
 #include <cmath>
