@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu-features.h"
+#include "kernels/cpu/igemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/ukernels.h"
@@ -187,6 +188,45 @@ void matmul_qgemm(thread_pool& pool, const weight_view& w, const float* x, int64
     });
 }
 
+// The integer GEMM of igemm.h (q4_0, q5_0, q4_K, q5_K, q6_K on AVX-512 VNNI): activations
+// quantized once (ggml's q8_0 / q8_K integers), then raw-block GEMV for few rows or packed-panel
+// GEMM for many, with the same bits for every output either way (batch invariance).
+constexpr int64_t k_igemm_gemv_max_m = 8;
+
+void matmul_igemm(thread_pool& pool, const weight_view& w, const float* x, int64_t m, int64_t ldx,
+                  float* y, int64_t ldy, const float* bias) {
+    const int64_t k = w.cols;
+    // The calling thread's buffer; the pool's threads reach it through this reference (a
+    // thread_local named inside the lambda would be each thread's own).
+    static thread_local igemm::act_buffer acts_tls;
+    igemm::act_buffer& acts = acts_tls;
+    acts.reserve(w.type, k, m);
+    if (m == 1) {
+        acts.quantize_rows(x, ldx, 0, 1);
+    } else {
+        pool.parallel_for(m, 8, [&](int64_t i0, int64_t i1) { acts.quantize_rows(x, ldx, i0, i1); });
+    }
+    const igemm::acts a = acts.view();
+    const auto* wbase = static_cast<const unsigned char*>(w.data);
+    const bool gemv = m <= k_igemm_gemv_max_m;
+    // Tasks of whole panels: a panel is unpacked once and meets every activation row.
+    const int64_t blk = igemm::panel_cols;
+    const int64_t n_blocks = (w.rows + blk - 1) / blk;
+    pool.parallel_for(n_blocks, 1, [&](int64_t b0, int64_t b1) {
+        const int64_t r0 = b0 * blk, r1 = std::min(w.rows, b1 * blk);
+        if (gemv) {
+            igemm::gemv_rows(w.type, k, wbase + r0 * w.row_bytes, w.row_bytes, r1 - r0, a, 0, m, y + r0, ldy);
+        } else {
+            igemm::gemm_rows(w.type, k, wbase + r0 * w.row_bytes, w.row_bytes, r1 - r0, a, 0, m, y + r0, ldy);
+        }
+        if (bias) {
+            for (int64_t i = 0; i < m; ++i) {
+                for (int64_t r = r0; r < r1; ++r) y[i * ldy + r] += bias[r];
+            }
+        }
+    });
+}
+
 // Packs columns [n0, n0 + n_panels*nr) of W (all of K) into bp[panel][k][nr].
 void pack_chunk(const ukr::gemm_kernels& kern, const weight_view& w, int64_t n0, int64_t n_panels,
                 float* bp, int ith, int nth) {
@@ -286,7 +326,9 @@ void matmul(thread_pool& pool, const weight_view& w, const float* x, int64_t m, 
         }
         return;
     }
-    if (vec_dot_tile_native(w.type)) {
+    if (igemm::active(w.type)) {
+        matmul_igemm(pool, w, x, m, ldx, y, ldy, bias);
+    } else if (vec_dot_tile_native(w.type)) {
         matmul_qgemm(pool, w, x, m, ldx, y, ldy, bias);
     } else if (m <= k_gemv_max_m) {
         matmul_gemv(pool, w, x, m, ldx, y, ldy, bias);
