@@ -17,8 +17,8 @@ using namespace qimpl;
 
 namespace {
 
-const type_info k_q4_0 = {32, 32, false, false};
-const type_info k_q5_0 = {32, 32, false, false};
+const type_info k_q4_0 = {32, 32, false, true};
+const type_info k_q5_0 = {32, 32, false, true};
 const type_info k_q4_k = {256, 32, true, true};
 const type_info k_q5_k = {256, 32, true, true};
 const type_info k_q6_k = {256, 16, false, false};

@@ -10,9 +10,10 @@
 // dotted with every activation row, lanes over k; the group's total is reduced exactly and the
 // float steps run per output, in the same order as the tile's lanes do.
 //
-// Operand signs: vpdpbusd multiplies unsigned by signed bytes. q4_K/q5_K weights are unsigned
-// (0..31) and meet signed activations; q4_0/q5_0/q6_K weights are signed once their zero point is
-// removed and meet activations stored as u8 = s8 + 128, whose extra 128 * sum(w) per sub-block is
+// Operand signs: vpdpbusd multiplies unsigned by signed bytes. q4_0/q5_0/q4_K/q5_K weights stay
+// unsigned (0..31) and meet signed activations (q4_0/q5_0's zero point is taken off as zp times
+// the activation's block sum); q6_K's scales differ per 16 elements, so its weights are made signed
+// (q - 32) and meet activations stored as u8 = s8 + 128, whose extra 128 * sum(w) per sub-block is
 // taken off by a per-column correction computed when the weights are unpacked.
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -44,12 +45,6 @@ inline uint16_t ld16(const uint8_t* p) {
 
 inline __m512i ld512(const uint8_t* p) { return _mm512_load_si512(p); }
 
-inline int32_t hsum256(__m256i p) {
-    const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    const __m128i h2 = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-    return _mm_cvtsi128_si32(h2) + _mm_extract_epi32(h2, 1);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Per-type parameters and the unpacking of one group into natural element order.
 // ---------------------------------------------------------------------------------------------
@@ -68,14 +63,14 @@ struct kt;
 
 template <>
 struct kt<dtype::q4_0> {
-    static constexpr int G = 32, SUB = 32, NSUB = 1, BLK = 18;
-    static constexpr bool SC = false, MINS = false, U8ACT = true;
+    static constexpr int G = 32, SUB = 32, NSUB = 1, BLK = 18, ZP = 8;
+    static constexpr bool SC = false, MINS = false, U8ACT = false;
     static void unpack(const uint8_t* b, unpacked& u) {
         u.d = _cvtsh_ss(ld16(b));
         const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-        const __m128i m4 = _mm_set1_epi8(0x0F), m8 = _mm_set1_epi8(8);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), m8);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), m8);
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        const __m128i lo = _mm_and_si128(x, m4);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4);
         _mm_store_si128(reinterpret_cast<__m128i*>(u.q), lo);
         _mm_store_si128(reinterpret_cast<__m128i*>(u.q + 16), hi);
     }
@@ -83,8 +78,8 @@ struct kt<dtype::q4_0> {
 
 template <>
 struct kt<dtype::q5_0> {
-    static constexpr int G = 32, SUB = 32, NSUB = 1, BLK = 22;
-    static constexpr bool SC = false, MINS = false, U8ACT = true;
+    static constexpr int G = 32, SUB = 32, NSUB = 1, BLK = 22, ZP = 16;
+    static constexpr bool SC = false, MINS = false, U8ACT = false;
     static void unpack(const uint8_t* b, unpacked& u) {
         u.d = _cvtsh_ss(ld16(b));
         const __mmask32 qh = ld32(b + 2);
@@ -93,7 +88,7 @@ struct kt<dtype::q5_0> {
         const __m256i q = _mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_and_si128(x, m4)), _mm_and_si128(_mm_srli_epi16(x, 4), m4), 1);
         const __m256i h = _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10));
-        const __m256i v = _mm256_sub_epi8(_mm256_or_si256(q, h), _mm256_set1_epi8(16));
+        const __m256i v = _mm256_or_si256(q, h);
         _mm256_store_si256(reinterpret_cast<__m256i*>(u.q), v);
     }
 };
@@ -110,7 +105,7 @@ inline void k4_scales(const uint8_t* s, unpacked& u) {
 
 template <>
 struct kt<dtype::q4_k> {
-    static constexpr int G = 256, SUB = 32, NSUB = 8, BLK = 144;
+    static constexpr int G = 256, SUB = 32, NSUB = 8, BLK = 144, ZP = 0;
     static constexpr bool SC = true, MINS = true, U8ACT = false;
     static void unpack(const uint8_t* b, unpacked& u) {
         u.d = _cvtsh_ss(ld16(b));
@@ -128,7 +123,7 @@ struct kt<dtype::q4_k> {
 
 template <>
 struct kt<dtype::q5_k> {
-    static constexpr int G = 256, SUB = 32, NSUB = 8, BLK = 176;
+    static constexpr int G = 256, SUB = 32, NSUB = 8, BLK = 176, ZP = 0;
     static constexpr bool SC = true, MINS = true, U8ACT = false;
     static void unpack(const uint8_t* b, unpacked& u) {
         u.d = _cvtsh_ss(ld16(b));
@@ -151,7 +146,7 @@ struct kt<dtype::q5_k> {
 
 template <>
 struct kt<dtype::q6_k> {
-    static constexpr int G = 256, SUB = 16, NSUB = 16, BLK = 210;
+    static constexpr int G = 256, SUB = 16, NSUB = 16, BLK = 210, ZP = 0;
     static constexpr bool SC = true, MINS = false, U8ACT = true;
     static void unpack(const uint8_t* b, unpacked& u) {
         u.d = _cvtsh_ss(ld16(b + 208));
@@ -256,6 +251,9 @@ void tile(const uint8_t* pk, int64_t ng, const uint8_t* const* aq, const float* 
             if (K::U8ACT) {
                 tot[i][0] = ld512(P + L::init_off);
                 tot[i][1] = ld512(P + L::init_off + 64);
+            } else if (K::ZP) {
+                // q4_0 / q5_0: raw unsigned weights; their zero point times the activation sum
+                tot[i][0] = tot[i][1] = _mm512_set1_epi32(-K::ZP * as[i][g]);
             } else {
                 tot[i][0] = tot[i][1] = _mm512_setzero_si512();
             }
@@ -369,82 +367,290 @@ void gemm_t(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const a
 // Decode: raw blocks, lanes over k.
 // ---------------------------------------------------------------------------------------------
 
+// K-quants: 16 weight rows per pass. Each row's group is unpacked into registers and dotted with
+// the activation rows (lanes over k, sub-block scales applied per lane); the 16 rows' lane vectors
+// are then reduced together (a transpose-add tree: lane r of the result is row r's exact group
+// total) and the float steps run with lanes over rows, as the prefill tile's lanes do.
+
+// Row r's 16 lanes summed into lane r (integer, exact).
+inline __m512i reduce16(const __m512i* v) {
+    __m512i t[8], u[4], w[2];
+    for (int p = 0; p < 8; ++p) {
+        t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]),
+                                _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+    }
+    for (int q = 0; q < 4; ++q) {
+        u[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * q], t[2 * q + 1]),
+                                _mm512_unpackhi_epi64(t[2 * q], t[2 * q + 1]));
+    }
+    for (int r = 0; r < 2; ++r) {
+        w[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0x88),
+                                _mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0xDD));
+    }
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xDD));
+}
+
+// One K-quant group in registers: the 256 values as 4 chunks of 64 (natural order), the lanes'
+// sub-block scales per chunk, the mins as int16 pairs (q4_K/q5_K) and the float scales.
+// A lane of one vpdpbusd (4 products) fits int16 (q5_K: 4 * 31 * 127, q6_K: 4 * 255 * 32), so the
+// scale is applied by vpdpwssd against lanes holding {scale, 0} as int16 pairs: one instruction
+// for multiply and add.
+struct kregs {
+    __m512i q[4];
+    __m512i scl[4];
+    __m128i mp;  // 4 int32 lanes, each a pair of int16 mins {mn[2p], mn[2p + 1]}
+    float d, dmin;
+};
+
+// q4_K / q5_K scales and mins of 8 sub-blocks: bytes 0..7 scales, 8..15 mins (ggml's bit moves on
+// the three 32-bit words u0, u1, u2, in one xmm: no store-and-reload). s must have 16 readable
+// bytes (the block's quants follow its scales).
+inline __m128i k4_scale_bytes(const uint8_t* s) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i m6 = _mm_set1_epi32(0x3f3f3f3f), m4 = _mm_set1_epi32(0x0f0f0f0f), m2 = _mm_set1_epi32(0x03030303);
+    // lanes 0, 2: u0 & m6, u1 & m6
+    const __m128i p = _mm_and_si128(_mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)), m6);
+    // lanes 1, 3: (u2 >> {0, 4}) & m4 | ((u0, u1) >> 6 & m2) << 4
+    const __m128i q = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 0, 0, 4)), m4);
+    const __m128i r = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)), 6), m2), 4);
+    return _mm_blend_epi32(p, _mm_or_si128(q, r), 0xA);
+}
+
 template <dtype T>
-void gemv_t(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const acts& a, int64_t i0,
-            int64_t m, float* out, int64_t ldo) {
+inline void unpack_k(const uint8_t* b, kregs& r) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    if (T == dtype::q6_k) {
+        r.d = _cvtsh_ss(ld16(b + 208));
+        const __m512i scv = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+        for (int c = 0; c < 4; ++c) {
+            // lane l of chunk c: sub-block 4c + l / 4
+            const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * c),
+                                                 _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+            r.scl[c] = _mm512_and_si512(_mm512_permutexvar_epi32(idx, scv), _mm512_set1_epi32(0xFFFF));
+        }
+        const __m512i m3 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i l = _mm512_loadu_si512(b + 64 * h);
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            const __m512i h23 = _mm512_srli_epi16(h01, 4);
+            r.q[2 * h] = _mm512_sub_epi8(
+                _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(h01, m3), 4)), k32);
+            r.q[2 * h + 1] = _mm512_sub_epi8(
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                _mm512_slli_epi16(_mm512_and_si512(h23, m3), 4)),
+                k32);
+        }
+        return;
+    }
+    const bool five = T == dtype::q5_k;
+    r.d = _cvtsh_ss(ld16(b));
+    r.dmin = _cvtsh_ss(ld16(b + 2));
+    const __m128i sb = k4_scale_bytes(b + 4);
+    const __m512i scv = _mm512_cvtepu8_epi32(sb);
+    for (int c = 0; c < 4; ++c) {
+        // lane l of chunk c: sub-block 2c + l / 8
+        const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(2 * c),
+                                             _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 3));
+        r.scl[c] = _mm512_permutexvar_epi32(idx, scv);
+    }
+    r.mp = _mm_cvtepu8_epi16(_mm_srli_si128(sb, 8));
+    const uint8_t* qs = b + (five ? 48 : 16);
+    const __m256i h = five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+        __m512i z = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(x), _mm256_srli_epi16(x, 4), 1), m4);
+        if (five) {
+            const __m256i one = _mm256_set1_epi8(1);
+            const __m256i hl = _mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one);
+            const __m256i hh = _mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one);
+            const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(hl), hh, 1);
+            z = _mm512_or_si512(z, _mm512_slli_epi16(hb, 4));
+        }
+        r.q[c] = z;
+    }
+}
+
+constexpr int k_gemv_rows = 16;  // weight rows per pass
+constexpr int k_gemv_acts = 8;   // activation rows per pass
+
+template <dtype T, int MF>
+void gemv_k(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const acts& a, int64_t i0,
+            int m_rt, float* out, int64_t ldo) {
+    const int m = MF > 0 ? MF : m_rt;
     using K = kt<T>;
     const int64_t ng = k / K::G;
     const int64_t nsum = k / 32;
-    constexpr int NCH = K::G / 64 > 0 ? K::G / 64 : 1;  // 64-element chunks (q4_0/q5_0: one ymm)
-    // Lane l of chunk c covers elements 64c + 4l .. 64c + 4l + 3: sub-block (64c + 4l) / SUB.
-    __m512i lane_sub[NCH];
-    for (int c = 0; c < NCH; ++c) {
-        alignas(64) int32_t idx[16];
-        for (int l = 0; l < 16; ++l) idx[l] = (64 * c + 4 * l) / K::SUB;
-        lane_sub[c] = _mm512_load_si512(idx);
-    }
     const __m512i ones = _mm512_set1_epi8(1);
-    alignas(64) unpacked u;
-    for (int64_t r = 0; r < nrows; ++r) {
-        const uint8_t* wr = w + r * w_stride;
-        float acc[16];
-        for (int64_t i = 0; i < m; ++i) acc[i] = 0.f;
+    alignas(64) __m512i tb[k_gemv_acts][16];
+    alignas(64) __m512i ib[16];
+    alignas(64) float dws[16], dms[16];
+    alignas(64) __m128i mrow[16];  // row r's 4 min pairs
+    const uint8_t* aq[k_gemv_acts];
+    for (int i = 0; i < m; ++i) aq[i] = a.q + (i0 + i) * a.ldq;
+    for (int64_t r0 = 0; r0 < nrows; r0 += k_gemv_rows) {
+        const int nr = static_cast<int>(nrows - r0 < k_gemv_rows ? nrows - r0 : k_gemv_rows);
+        __m512 acc[k_gemv_acts];
+        for (int i = 0; i < m; ++i) acc[i] = _mm512_setzero_ps();
         for (int64_t g = 0; g < ng; ++g) {
-            K::unpack(wr + g * K::BLK, u);
-            __m512i scl[NCH];
-            if (K::SC) {
-                const __m512i scv = _mm512_load_si512(u.sc);
-                for (int c = 0; c < NCH; ++c) scl[c] = _mm512_permutexvar_epi32(lane_sub[c], scv);
-            }
-            int32_t init = 0;
-            if (K::U8ACT) {
-                if (K::G == 32) {
-                    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                                          _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q)));
-                    init = -128 * hsum256(p);
-                } else {
-                    __m512i t = _mm512_setzero_si512();
-                    for (int c = 0; c < NCH; ++c) {
-                        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, ld512(u.q + 64 * c));
-                        t = _mm512_add_epi32(t, K::SC ? _mm512_mullo_epi32(p, scl[c]) : p);
-                    }
-                    init = -128 * _mm512_reduce_add_epi32(t);
+#pragma GCC unroll 16
+            for (int rr = 0; rr < 16; ++rr) {
+                const uint8_t* blk = w + (r0 + (rr < nr ? rr : nr - 1)) * w_stride + g * K::BLK;
+                // The pass jumps between 16 rows, which defeats the hardware prefetchers; the next
+                // pass's rows are contiguous, so fetch them evenly: one block's bytes per step.
+                if (r0 + 2 * k_gemv_rows <= nrows) {
+                    const uint8_t* pf = w + (r0 + k_gemv_rows) * w_stride + (g * 16 + rr) * K::BLK;
+                    for (int o = 0; o < K::BLK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
                 }
-            }
-            for (int64_t i = 0; i < m; ++i) {
-                const int64_t ii = i0 + i;
-                const uint8_t* aq = a.q + ii * a.ldq + g * K::G;
-                int32_t isum;
-                if (K::G == 32) {
-                    const __m256i av = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq));
-                    const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q));
-                    isum = hsum256(_mm256_dpbusd_epi32(_mm256_setzero_si256(), av, wv)) + init;
-                } else {
+                kregs u;
+                unpack_k<T>(blk, u);
+                if (K::U8ACT) {
                     __m512i t = _mm512_setzero_si512();
-                    for (int c = 0; c < NCH; ++c) {
-                        const __m512i av = ld512(aq + 64 * c), wv = ld512(u.q + 64 * c);
-                        const __m512i p = K::U8ACT ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), av, wv)
-                                                   : _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, av);
-                        t = _mm512_add_epi32(t, _mm512_mullo_epi32(p, scl[c]));
+                    for (int c = 0; c < 4; ++c) {
+                        t = _mm512_dpwssd_epi32(t, _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, u.q[c]), u.scl[c]);
                     }
-                    isum = _mm512_reduce_add_epi32(t) + init;
+                    ib[rr] = t;
                 }
-                const float da = a.d[ii * a.ng + g];
-                const __m128 f = _mm_mul_ss(_mm_set_ss(u.d), _mm_set_ss(da));
-                __m128 x = _mm_fmadd_ss(f, _mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(acc[i]));
+                for (int i = 0; i < m; ++i) {
+                    const uint8_t* ap = aq[i] + g * K::G;
+                    __m512i t = _mm512_setzero_si512();
+                    for (int c = 0; c < 4; ++c) {
+                        const __m512i av = ld512(ap + 64 * c);
+                        const __m512i p = K::U8ACT ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), av, u.q[c])
+                                                   : _mm512_dpbusd_epi32(_mm512_setzero_si512(), u.q[c], av);
+                        t = _mm512_dpwssd_epi32(t, p, u.scl[c]);
+                    }
+                    tb[i][rr] = t;
+                }
+                dws[rr] = u.d;
                 if (K::MINS) {
-                    const __m128i mn = _mm_load_si128(reinterpret_cast<const __m128i*>(u.mn));
-                    const __m128i sv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.asum + ii * nsum + g * 8));
-                    const __m128i pr = _mm_madd_epi16(mn, sv);
-                    const __m128i h = _mm_add_epi32(pr, _mm_unpackhi_epi64(pr, pr));
-                    const int32_t msum = _mm_cvtsi128_si32(h) + _mm_extract_epi32(h, 1);
-                    const __m128 fm = _mm_mul_ss(_mm_set_ss(u.dmin), _mm_set_ss(da));
-                    x = _mm_fnmadd_ss(fm, _mm_cvtsi32_ss(_mm_setzero_ps(), msum), x);
+                    dms[rr] = u.dmin;
+                    mrow[rr] = u.mp;
                 }
-                acc[i] = _mm_cvtss_f32(x);
+            }
+            __m512i init = _mm512_setzero_si512();
+            if (K::U8ACT) init = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(reduce16(ib), 7));
+            const __m512 dwv = _mm512_load_ps(dws);
+            __m512i mpv[4];  // lane r of mpv[p]: row r's pair p
+            if (K::MINS) {
+                const __m512i* z = reinterpret_cast<const __m512i*>(mrow);  // z[q] lane 4j + p: row 4q + j
+                for (int p = 0; p < 4; ++p) {
+                    const __m512i idx = _mm512_setr_epi32(p, p + 4, p + 8, p + 12, p + 16, p + 20, p + 24, p + 28,
+                                                          p, p + 4, p + 8, p + 12, p + 16, p + 20, p + 24, p + 28);
+                    const __m512i lo = _mm512_permutex2var_epi32(z[0], idx, z[1]);
+                    const __m512i hi = _mm512_permutex2var_epi32(z[2], idx, z[3]);
+                    mpv[p] = _mm512_shuffle_i64x2(lo, hi, 0x44);
+                }
+            }
+            for (int i = 0; i < m; ++i) {
+                const int64_t ii = i0 + i;
+                const __m512i isum = _mm512_add_epi32(reduce16(tb[i]), init);
+                const __m512 da = _mm512_set1_ps(a.d[ii * a.ng + g]);
+                acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dwv, da), _mm512_cvtepi32_ps(isum), acc[i]);
+                if (K::MINS) {
+                    const int16_t* as = a.asum + ii * nsum + g * 8;
+                    __m512i ms = _mm512_setzero_si512();
+                    for (int p = 0; p < 4; ++p) {
+                        const __m512i av = _mm512_set1_epi32(static_cast<int>(ld32(reinterpret_cast<const uint8_t*>(as + 2 * p))));
+                        ms = _mm512_add_epi32(ms, _mm512_madd_epi16(mpv[p], av));
+                    }
+                    acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(dms), da), _mm512_cvtepi32_ps(ms), acc[i]);
+                }
             }
         }
-        for (int64_t i = 0; i < m; ++i) out[i * ldo + r] = acc[i];
+        const __mmask16 keep = static_cast<__mmask16>((1u << nr) - 1);
+        for (int i = 0; i < m; ++i) _mm512_mask_storeu_ps(out + i * ldo + r0, keep, acc[i]);
+    }
+}
+
+// q4_0 / q5_0: two blocks of a row per zmm (lanes 0-7 block g, 8-15 block g + 1), 16 rows per
+// pass; the first three levels of reduce16 leave each row's two block sums in separate lanes.
+template <dtype T>
+inline __m512i unpack_pair(const uint8_t* b0, const uint8_t* b1) {
+    const int qs_off = T == dtype::q5_0 ? 6 : 2;
+    const __m256i x = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + qs_off))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + qs_off)), 1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(x, m4)),
+                                         _mm256_and_si256(_mm256_srli_epi16(x, 4), m4), 1);
+    __m512i v = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));  // [lo0 hi0 lo1 hi1]
+    if (T == dtype::q5_0) {
+        const __mmask64 qh = static_cast<__mmask64>(ld32(b0 + 2)) | (static_cast<__mmask64>(ld32(b1 + 2)) << 32);
+        v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(qh, _mm512_set1_epi8(0x10)));
+    }
+    return v;  // raw unsigned values: the zero point is taken off with the activation sums
+}
+
+// Lane r of lo / hi: row r's sum over lanes 0-7 / 8-15 of v[r].
+inline void reduce16_halves(const __m512i* v, __m512i& lo, __m512i& hi) {
+    __m512i t[8], u[4], w[2];
+    for (int p = 0; p < 8; ++p) {
+        t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]),
+                                _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
+    }
+    for (int q = 0; q < 4; ++q) {
+        u[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * q], t[2 * q + 1]),
+                                _mm512_unpackhi_epi64(t[2 * q], t[2 * q + 1]));
+    }
+    for (int r = 0; r < 2; ++r) {
+        w[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0x88),
+                                _mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0xDD));
+    }
+    lo = _mm512_shuffle_i32x4(w[0], w[1], 0x88);
+    hi = _mm512_shuffle_i32x4(w[0], w[1], 0xDD);
+}
+
+// MF > 0: exactly MF activation rows, known at compile time (decode: 1), so the 16 rows' lane
+// vectors stay in registers through the reduction.
+template <dtype T, int MF>
+void gemv_l(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const acts& a, int64_t i0,
+            int m_rt, float* out, int64_t ldo) {
+    const int m = MF > 0 ? MF : m_rt;
+    using K = kt<T>;
+    const int64_t ng = k / K::G;
+    const int64_t nsum = k / 32;
+    alignas(64) __m512i tb[k_gemv_acts][16];
+    alignas(64) float dws[2][16];
+    const uint8_t* aq[k_gemv_acts];
+    for (int i = 0; i < m; ++i) aq[i] = a.q + (i0 + i) * a.ldq;
+    for (int64_t r0 = 0; r0 < nrows; r0 += k_gemv_rows) {
+        const int nr = static_cast<int>(nrows - r0 < k_gemv_rows ? nrows - r0 : k_gemv_rows);
+        __m512 acc[k_gemv_acts];
+        for (int i = 0; i < m; ++i) acc[i] = _mm512_setzero_ps();
+        for (int64_t g = 0; g < ng; g += 2) {
+            const bool pair = g + 1 < ng;  // an odd last block: its pair repeats it, and is unused
+#pragma GCC unroll 16
+            for (int rr = 0; rr < 16; ++rr) {
+                const uint8_t* row = w + (r0 + (rr < nr ? rr : nr - 1)) * w_stride;
+                const uint8_t* b0 = row + g * K::BLK;
+                const uint8_t* b1 = pair ? b0 + K::BLK : b0;
+                if (r0 + 2 * k_gemv_rows <= nrows) {
+                    const uint8_t* pf = w + (r0 + k_gemv_rows) * w_stride + (g * 16 + 2 * rr) * K::BLK;
+                    for (int o = 0; o < 2 * K::BLK; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+                }
+                const __m512i q = unpack_pair<T>(b0, b1);
+                for (int i = 0; i < m; ++i) {
+                    // Activation rows are padded to 64 bytes: the odd last block reads padding.
+                    tb[i][rr] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, ld512(aq[i] + g * K::G));
+                }
+                dws[0][rr] = _cvtsh_ss(ld16(b0));
+                dws[1][rr] = _cvtsh_ss(ld16(b1));
+            }
+            for (int i = 0; i < m; ++i) {
+                const int64_t ii = i0 + i;
+                __m512i is[2];
+                reduce16_halves(tb[i], is[0], is[1]);
+                for (int h = 0; h < (pair ? 2 : 1); ++h) {
+                    const __m512i zp = _mm512_set1_epi32(-K::ZP * a.asum[ii * nsum + g + h]);
+                    const __m512 da = _mm512_set1_ps(a.d[ii * a.ng + g + h]);
+                    acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps(dws[h]), da),
+                                             _mm512_cvtepi32_ps(_mm512_add_epi32(is[h], zp)), acc[i]);
+                }
+            }
+        }
+        const __mmask16 keep = static_cast<__mmask16>((1u << nr) - 1);
+        for (int i = 0; i < m; ++i) _mm512_mask_storeu_ps(out + i * ldo + r0, keep, acc[i]);
     }
 }
 
@@ -466,16 +672,15 @@ void gemm_rows(dtype w, int64_t k, const void* wbase, size_t w_stride, int64_t n
 void gemv_rows(dtype w, int64_t k, const void* wbase, size_t w_stride, int64_t nrows,
                const acts& a, int64_t i0, int64_t m, float* out, int64_t ldo) {
     const auto* wb = static_cast<const uint8_t*>(wbase);
-    // At most 16 activation rows per pass (the per-row accumulators live on the stack).
-    for (int64_t ib = 0; ib < m; ib += 16) {
-        const int64_t mi = m - ib < 16 ? m - ib : 16;
+    for (int64_t ib = 0; ib < m; ib += k_gemv_acts) {
+        const int mi = static_cast<int>(m - ib < k_gemv_acts ? m - ib : k_gemv_acts);
         float* o = out + ib * ldo;
         switch (w) {
-            case dtype::q4_0: gemv_t<dtype::q4_0>(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
-            case dtype::q5_0: gemv_t<dtype::q5_0>(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
-            case dtype::q4_k: gemv_t<dtype::q4_k>(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
-            case dtype::q5_k: gemv_t<dtype::q5_k>(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
-            case dtype::q6_k: gemv_t<dtype::q6_k>(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
+            case dtype::q4_0: (mi == 1 ? gemv_l<dtype::q4_0, 1> : gemv_l<dtype::q4_0, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
+            case dtype::q5_0: (mi == 1 ? gemv_l<dtype::q5_0, 1> : gemv_l<dtype::q5_0, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
+            case dtype::q4_k: (mi == 1 ? gemv_k<dtype::q4_k, 1> : gemv_k<dtype::q4_k, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
+            case dtype::q5_k: (mi == 1 ? gemv_k<dtype::q5_k, 1> : gemv_k<dtype::q5_k, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
+            case dtype::q6_k: (mi == 1 ? gemv_k<dtype::q6_k, 1> : gemv_k<dtype::q6_k, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
             default: return;
         }
     }
