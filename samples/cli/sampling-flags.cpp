@@ -13,11 +13,11 @@ std::vector<flag_spec> sampling_flags(const sampling_defaults& d) {
         {"min-p", "P",
          "with --temp: drop tokens below P x the best probability; 0 = off (default 0.05)"},
         {"repeat-penalty", "F",
-         "divide the logit of a token seen in the last --repeat-last-n tokens by F (multiply "
-         "when negative), greedy too; 1 = off (default " + d.repeat_penalty + ")"},
+         "penalize tokens seen in the last --repeat-last-n (logit / F), greedy too; 1 = off "
+         "(default " + d.repeat_penalty + ")"},
         {"repeat-last-n", "N",
-         "penalty window in tokens, the prompt included; 0 = no penalties, -1 = the whole "
-         "context (default " + d.repeat_last_n + ")"},
+         "penalty window in tokens, prompt included; 0 = no penalties, -1 = whole context "
+         "(default " + d.repeat_last_n + ")"},
         {"frequency-penalty", "F",
          "lower a token's logit by F x its count in the window; 0 = off (default 0)"},
         {"presence-penalty", "F",
