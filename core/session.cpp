@@ -101,8 +101,8 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
     sampler smp(gp.sampling, [&vocab](token_id t) { return vocab.is_eog(t); });
     // A prompt longer than the window only contributes its tail.
     const int32_t last_n = gp.sampling.repeat_last_n;
-    const size_t skip =
-        last_n > 0 && context.size() > static_cast<size_t>(last_n) ? context.size() - static_cast<size_t>(last_n) : 0;
+    const size_t window = last_n > 0 ? static_cast<size_t>(last_n) : context.size();
+    const size_t skip = context.size() > window ? context.size() - window : 0;
     for (size_t i = skip; i < context.size(); ++i) smp.accept(context[i]);
     if (gp.top_logprobs > 0) res.top_logprobs = top_logprobs(logits.data(), n_vocab, gp.top_logprobs);
     token_id tok = smp.sample(logits.data(), n_vocab);

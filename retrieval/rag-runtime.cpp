@@ -241,7 +241,8 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
             blend_stats fst;
             const auto t_full = clock_type::now();
             const std::vector<float>& fl = engine().prefill(req, &fst);
-            out.full_ttft_ms = sess_.generate_after_prefill(fl, prompt, fgp, nullptr, t_full).stats.ttft_ms;
+            out.full_ttft_ms =
+                sess_.generate_after_prefill(fl, prompt, fgp, nullptr, t_full).stats.ttft_ms;
         } catch (...) {
             engine().set_params(saved);
             throw;
@@ -334,7 +335,8 @@ generation_result rag_session::generate(const generation_params& gp,
                                 std::chrono::duration<double, std::milli>(pending_prefill_ms_));
     generation_params p = gp;
     p.top_logprobs = std::min(p.top_logprobs, model_->hparams().n_vocab);
-    generation_result r = sess_.generate_after_prefill(pending_logits_, prompt_, p, on_token, t_request);
+    generation_result r =
+        sess_.generate_after_prefill(pending_logits_, prompt_, p, on_token, t_request);
     if (r.stop_reason == "cancelled") throw error(status::aborted, "generate: cancelled");
     return r;
 }

@@ -60,9 +60,9 @@ const command_spec& spec() {
             "and compute rates; calibrated: the ratio `cacheblend calibrate` recorded in the\n"
             "store). Without --warm, chunks missing from the store are computed inside the\n"
             "request (its TTFT is the cold one) and stored after the answer.\n"
-            "Generation is greedy unless the sampling flags say otherwise (the seed defaults to 0,\n"
-            "so runs of different modes sample alike) and stops at an end-of-generation token or\n"
-            "after --max-tokens.",
+            "Generation is greedy unless the sampling flags say otherwise (the seed defaults to\n"
+            "0, so runs of different modes sample alike) and stops at an end-of-generation token\n"
+            "or after --max-tokens.",
         };
         for (flag_spec& f : blend_tuning_flags()) c.flags.push_back(std::move(f));
         sampling_defaults d;

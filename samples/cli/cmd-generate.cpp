@@ -51,20 +51,22 @@ const command_spec& spec() {
             {
                 model_flag(),
                 {"prompt", "P", "prompt text (required)"},
-                {"chat", "", "render the prompt as a user message with the model's chat template"},
+                {"chat", "",
+                 "render the prompt as a user message with the model's chat template"},
                 {"system", "S", "system message (with --chat)"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
                 {"top-logprobs", "K", "record the K most likely first tokens (default 0)"},
                 {"threads", "N", "CPU threads (default: all cores)"},
-                {"ctx", "N", "context size (default: the model's training context, at most 8192)"},
+                {"ctx", "N",
+                 "context size (default: the model's training context, at most 8192)"},
                 {"parse-special", "",
                  "match special-token text such as <|im_start|> in a plain prompt"},
                 {"json", "", "print one JSON object instead of streaming"},
             },
             0,
-            "Plain prompts get BOS/EOS as the GGUF's add_bos_token/add_eos_token flags say; --chat\n"
-            "renders [system,] user and parses the template's special tokens. Generation stops at an\n"
-            "end-of-generation token or after --max-tokens.",
+            "Plain prompts get BOS/EOS as the GGUF's add_bos_token/add_eos_token flags say;\n"
+            "--chat renders [system,] user and parses the template's special tokens. Generation\n"
+            "stops at an end-of-generation token or after --max-tokens.",
         };
         for (flag_spec& f : sampling_flags({})) c.flags.push_back(std::move(f));
         return c;

@@ -36,7 +36,10 @@ std::vector<int32_t> tokens_of(const cbl_answer* a) {
 bool repeats_an_ngram(const std::vector<int32_t>& t, size_t n) {
     std::set<std::vector<int32_t>> seen;
     for (size_t i = 0; i + n <= t.size(); ++i) {
-        if (!seen.insert(std::vector<int32_t>(t.begin() + i, t.begin() + i + n)).second) return true;
+        const auto at = t.begin() + static_cast<std::ptrdiff_t>(i);
+        if (!seen.insert(std::vector<int32_t>(at, at + static_cast<std::ptrdiff_t>(n))).second) {
+            return true;
+        }
     }
     return false;
 }

@@ -22,7 +22,9 @@ run_result run_cli(const std::vector<std::string>& args) {
 // sampling value must stop the command first).
 std::vector<std::string> command(const std::string& name) {
     if (name == "generate") return {"generate", "--prompt", "hi", "--model", "/nonexistent.gguf"};
-    if (name == "ask") return {"ask", "--data", "/nonexistent", "q", "--model", "/nonexistent.gguf"};
+    if (name == "ask") {
+        return {"ask", "--data", "/nonexistent", "q", "--model", "/nonexistent.gguf"};
+    }
     if (name == "blend") {
         return {"blend", "--chunk", "/nonexistent.txt", "--question", "q", "--model",
                 "/nonexistent.gguf"};

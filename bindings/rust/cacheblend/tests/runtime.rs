@@ -981,9 +981,16 @@ fn plain_prefill_without_a_store() {
     };
     let plain = first(&mut s, &one);
     let in_prompt = s.prompt_tokens();
-    assert!(in_prompt.contains(&plain), "premise: greedy continues the pattern");
+    assert!(
+        in_prompt.contains(&plain),
+        "premise: greedy continues the pattern"
+    );
     let penalized = first(&mut s, &one.clone().repeat_penalty(50.0).repeat_last_n(-1));
-    assert!(!in_prompt.contains(&penalized), "{} is a prompt token", penalized);
+    assert!(
+        !in_prompt.contains(&penalized),
+        "{} is a prompt token",
+        penalized
+    );
     for bad in [
         GenerateOptions::new().repeat_penalty(-1.0),
         GenerateOptions::new().repeat_last_n(-2),
