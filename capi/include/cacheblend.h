@@ -410,7 +410,8 @@ typedef struct cbl_generate_params {
     uint64_t seed;           /* sampling seed for temperature > 0 */
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
-    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
+    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none), from the
+                                model's logits before any penalty */
     bool ignore_eog;         /* generate max_tokens even past end-of-generation (benchmarks) */
     int32_t top_k;           /* temperature > 0: keep the k most likely; 0 = 40, < 0 = off */
     float top_p;             /* temperature > 0: nucleus threshold; 0 = 0.95, >= 1 = off */
@@ -443,7 +444,8 @@ typedef struct cbl_ask_params {
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
     bool compare_full;       /* also time the same prompt in CBL_MODE_FULL (stats.full_ttft_ms) */
-    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
+    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none), from the
+                                model's logits before any penalty */
     const char *const *metadata_keys;    /* metadata filter, as in cbl_search_params */
     const char *const *metadata_values;
     size_t n_metadata;
