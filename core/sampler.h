@@ -56,7 +56,7 @@ private:
     sampler_params p_;
     token_filter exempt_;
     std::mt19937_64 rng_;
-    std::deque<token_id> window_;               // the last repeat_last_n accepted tokens
+    std::deque<token_id> window_;                  // the last repeat_last_n accepted tokens
     std::unordered_map<token_id, int32_t> count_;  // occurrences in window_
     std::vector<float> work_;
     std::vector<std::pair<float, token_id>> cand_;
