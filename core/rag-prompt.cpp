@@ -125,4 +125,13 @@ int64_t request_tokens(const blend_request& r) {
     return n;
 }
 
+std::vector<token_id> request_prompt(const blend_request& r) {
+    std::vector<token_id> out;
+    out.reserve(static_cast<size_t>(request_tokens(r)));
+    out.insert(out.end(), r.preamble.begin(), r.preamble.end());
+    for (const auto& c : r.chunks) out.insert(out.end(), c.begin(), c.end());
+    out.insert(out.end(), r.question.begin(), r.question.end());
+    return out;
+}
+
 }  // namespace cacheblend

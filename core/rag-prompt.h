@@ -65,5 +65,7 @@ blend_request build_blend_request(const model& m, const rag_prompt_text& text);
 
 // Total prompt tokens of a request (P + chunks + Q).
 int64_t request_tokens(const blend_request& r);
+// The request's prompt in order: P, the chunks, Q.
+std::vector<token_id> request_prompt(const blend_request& r);
 
 }  // namespace cacheblend

@@ -31,9 +31,38 @@ std::vector<std::pair<token_id, float>> top_logprobs(const float* logits, int32_
     return out;
 }
 
-sampler::sampler(const sampler_params& p) : p_(p), rng_(p.seed) {}
+sampler::sampler(const sampler_params& p, token_filter exempt)
+    : p_(p), exempt_(std::move(exempt)), rng_(p.seed) {}
 
-token_id sampler::sample(const float* logits, int32_t n) {
+void sampler::accept(token_id t) {
+    if (!p_.penalties_on()) return;
+    window_.push_back(t);
+    ++count_[t];
+    if (p_.repeat_last_n > 0 && window_.size() > static_cast<size_t>(p_.repeat_last_n)) {
+        const token_id old = window_.front();
+        window_.pop_front();
+        if (--count_[old] == 0) count_.erase(old);
+    }
+}
+
+void sampler::penalize(float* logits, int32_t n) const {
+    if (!p_.penalties_on()) return;
+    for (const auto& [t, c] : count_) {
+        if (t < 0 || t >= n || (exempt_ && exempt_(t))) continue;
+        float& l = logits[t];
+        // llama.cpp's rule: dividing a negative logit would raise it, so those are multiplied.
+        l = l <= 0.f ? l * p_.repeat_penalty : l / p_.repeat_penalty;
+        l -= static_cast<float>(c) * p_.frequency_penalty + p_.presence_penalty;
+    }
+}
+
+token_id sampler::sample(const float* raw, int32_t n) {
+    const float* logits = raw;
+    if (p_.penalties_on() && !count_.empty()) {
+        work_.assign(raw, raw + n);
+        penalize(work_.data(), n);
+        logits = work_.data();
+    }
     if (p_.temperature <= 0.f) return argmax(logits, n);
     cand_.clear();
     cand_.reserve(static_cast<size_t>(n));

@@ -81,10 +81,11 @@ generation_result session::generate(const std::vector<token_id>& prompt,
     clear_cancel();
     const auto t0 = std::chrono::steady_clock::now();
     prefill(prompt);
-    return generate_after_prefill(logits_, gp, on_token, t0);
+    return generate_after_prefill(logits_, prompt, gp, on_token, t0);
 }
 
 generation_result session::generate_after_prefill(const std::vector<float>& logits,
+                                                  const std::vector<token_id>& context,
                                                   const generation_params& gp,
                                                   const token_callback& on_token,
                                                   std::chrono::steady_clock::time_point t0) {
@@ -97,7 +98,12 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
     res.stats.prompt_tokens = cache_->n_filled;
     res.stats.prefill_ms = ms_since(t0);
 
-    sampler smp(gp.sampling);
+    sampler smp(gp.sampling, [&vocab](token_id t) { return vocab.is_eog(t); });
+    // A prompt longer than the window only contributes its tail.
+    const int32_t last_n = gp.sampling.repeat_last_n;
+    const size_t window = last_n > 0 ? static_cast<size_t>(last_n) : context.size();
+    const size_t skip = context.size() > window ? context.size() - window : 0;
+    for (size_t i = skip; i < context.size(); ++i) smp.accept(context[i]);
     if (gp.top_logprobs > 0) res.top_logprobs = top_logprobs(logits.data(), n_vocab, gp.top_logprobs);
     token_id tok = smp.sample(logits.data(), n_vocab);
     res.stats.ttft_ms = ms_since(t0);
@@ -115,6 +121,7 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
         if (i + 1 == gp.max_tokens) break;
         if (cache_->n_filled >= cache_->n_ctx()) { res.stop_reason = "context"; break; }
         decode(tok);
+        smp.accept(tok);
         ++n_dec;
         tok = smp.sample(logits_.data(), n_vocab);
     }

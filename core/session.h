@@ -77,8 +77,11 @@ public:
                                const token_callback& on_token = nullptr);
 
     // Samples from `logits` (the last prompt token's, after any prefill that left the context
-    // filled, e.g. a blended one) and decodes on. t_request marks the request start for TTFT.
+    // filled, e.g. a blended one) and decodes on. `context` is the prompt in the cache (the
+    // repetition penalties' window starts in it, as llama.cpp's does). t_request marks the
+    // request start for TTFT.
     generation_result generate_after_prefill(const std::vector<float>& logits,
+                                             const std::vector<token_id>& context,
                                              const generation_params& p,
                                              const token_callback& on_token,
                                              std::chrono::steady_clock::time_point t_request);

@@ -211,7 +211,8 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
     gp.top_logprobs = std::min(gp.top_logprobs, model_->hparams().n_vocab);
     const auto t_request = clock_type::now();
     const std::vector<float>& logits = engine().prefill(req, &out.blend);
-    out.gen = sess_.generate_after_prefill(logits, gp, on_token, t_request);
+    const std::vector<token_id> prompt = request_prompt(req);
+    out.gen = sess_.generate_after_prefill(logits, prompt, gp, on_token, t_request);
     if (out.gen.stop_reason == "cancelled") throw error(status::aborted, "ask: cancelled");
     append_notice(&out.notice, out.blend.fallback_reason);
 
@@ -228,6 +229,7 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
 
     if (p.compare_full) {
         // The same prompt in full mode is the speed-up's baseline; only its first token is timed.
+        // It samples with the same settings, seed and penalty window as the answer did.
         const blend_params saved = bp_;
         blend_params fp = saved;
         fp.mode = blend_mode::full;
@@ -239,7 +241,8 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
             blend_stats fst;
             const auto t_full = clock_type::now();
             const std::vector<float>& fl = engine().prefill(req, &fst);
-            out.full_ttft_ms = sess_.generate_after_prefill(fl, fgp, nullptr, t_full).stats.ttft_ms;
+            out.full_ttft_ms =
+                sess_.generate_after_prefill(fl, prompt, fgp, nullptr, t_full).stats.ttft_ms;
         } catch (...) {
             engine().set_params(saved);
             throw;
@@ -269,9 +272,7 @@ blend_stats rag_session::prefill_prompt(const rag_prompt_text& text) {
     pending_ = false;
     if (text.chunks.empty()) throw error(status::invalid_arg, "prefill: no chunks");
     const blend_request req = build_blend_request(*model_, text);
-    prompt_ = req.preamble;
-    for (const auto& c : req.chunks) prompt_.insert(prompt_.end(), c.begin(), c.end());
-    prompt_.insert(prompt_.end(), req.question.begin(), req.question.end());
+    prompt_ = request_prompt(req);
     blend_stats st;
     const std::vector<float>& logits = engine().prefill(req, &st);
     pending_logits_ = logits;
@@ -334,7 +335,8 @@ generation_result rag_session::generate(const generation_params& gp,
                                 std::chrono::duration<double, std::milli>(pending_prefill_ms_));
     generation_params p = gp;
     p.top_logprobs = std::min(p.top_logprobs, model_->hparams().n_vocab);
-    generation_result r = sess_.generate_after_prefill(pending_logits_, p, on_token, t_request);
+    generation_result r =
+        sess_.generate_after_prefill(pending_logits_, prompt_, p, on_token, t_request);
     if (r.stop_reason == "cancelled") throw error(status::aborted, "generate: cancelled");
     return r;
 }

@@ -80,11 +80,24 @@ private:
     std::unique_ptr<blend_engine> precompute_engine_;
 };
 
+// The library's ask defaults: greedy decoding with llama.cpp's classic repeat penalty, 1.1 over
+// the last 64 tokens. Greedy keeps an answer on the passages' most likely wording (sampling
+// invents more), is reproducible, and lets blend and full modes be compared token for token; but
+// greedy alone makes small models repeat a sentence until max_tokens, and the mild penalty
+// breaks those loops while a window of 64 still lets an answer repeat names and numbers it
+// quoted earlier. README, "Sampling", shows a loop it ends.
+constexpr float k_ask_repeat_penalty = 1.1f;
+constexpr int32_t k_ask_repeat_last_n = 64;
+
 struct ask_params {
     search_params search;  // k defaults to 4 for answering
     generation_params gen;
     bool compare_full = false;  // also time the same prompt in full mode (first token only)
-    ask_params() { search.k = 4; }
+    ask_params() {
+        search.k = 4;
+        gen.sampling.repeat_penalty = k_ask_repeat_penalty;
+        gen.sampling.repeat_last_n = k_ask_repeat_last_n;
+    }
 };
 
 struct ask_result {

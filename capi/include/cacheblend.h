@@ -410,11 +410,20 @@ typedef struct cbl_generate_params {
     uint64_t seed;           /* sampling seed for temperature > 0 */
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
-    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
+    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none), from the
+                                model's logits before any penalty */
     bool ignore_eog;         /* generate max_tokens even past end-of-generation (benchmarks) */
     int32_t top_k;           /* temperature > 0: keep the k most likely; 0 = 40, < 0 = off */
     float top_p;             /* temperature > 0: nucleus threshold; 0 = 0.95, >= 1 = off */
     float min_p;             /* temperature > 0: drop below min_p x best; 0 = 0.05, < 0 = off */
+    /* Repetition penalties (llama.cpp's), before greedy selection too, over the last
+     * repeat_last_n tokens of the context, the prompt included. End-of-generation tokens are
+     * never penalized (the chat template puts one right before the answer). */
+    float repeat_penalty;    /* a seen token's logit / this when > 0, x this when <= 0;
+                                0 = 1 (off); negative: CBL_INVALID_ARG */
+    int32_t repeat_last_n;   /* the window in tokens: 0 = 64, -1 = the whole context */
+    float frequency_penalty; /* logit -= this x the token's count in the window; 0 = off */
+    float presence_penalty;  /* logit -= this once the token is in the window; 0 = off */
     /* new fields are appended here only */
 } cbl_generate_params;
 
@@ -435,10 +444,22 @@ typedef struct cbl_ask_params {
     cbl_token_fn on_token;   /* NULL = none */
     void *user_data;
     bool compare_full;       /* also time the same prompt in CBL_MODE_FULL (stats.full_ttft_ms) */
-    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none) */
+    int32_t top_logprobs;    /* record the k most likely first tokens (0 = none), from the
+                                model's logits before any penalty */
     const char *const *metadata_keys;    /* metadata filter, as in cbl_search_params */
     const char *const *metadata_values;
     size_t n_metadata;
+    /* Sampling as in cbl_generate_params, with ask's own penalty defaults: answers are greedy
+     * with a repeat penalty of 1.1 over the last 64 tokens, which keeps them on the passages'
+     * wording yet ends the loops greedy decoding falls into. Set repeat_penalty = 1 for plain
+     * greedy. Callers whose struct ends before top_k get these defaults too. */
+    int32_t top_k;           /* temperature > 0: 0 = 40, < 0 = off */
+    float top_p;             /* temperature > 0: 0 = 0.95, >= 1 = off */
+    float min_p;             /* temperature > 0: 0 = 0.05, < 0 = off */
+    float repeat_penalty;    /* 0 = 1.1; 1 = off; negative: CBL_INVALID_ARG */
+    int32_t repeat_last_n;   /* 0 = 64, -1 = the whole context */
+    float frequency_penalty; /* 0 = off */
+    float presence_penalty;  /* 0 = off */
     /* new fields are appended here only */
 } cbl_ask_params;
 

@@ -82,22 +82,36 @@ void to_core_blend(const char* fn, const cbl_session_params& in, blend_params* b
     }
 }
 
-generation_params to_generation(const char* fn, int32_t max_tokens, float temperature,
-                                uint64_t seed) {
-    if (max_tokens < 0 || max_tokens > (1 << 24)) bad(fn, fmt("max_tokens %d out of range", max_tokens));
-    if (std::isnan(temperature) || temperature < 0.f) bad(fn, "temperature must be >= 0");
-    generation_params g;
-    g.max_tokens = max_tokens > 0 ? max_tokens : 128;
-    g.sampling.temperature = temperature;
-    g.sampling.seed = seed;
-    return g;
-}
-
-void apply_sampling(const char* fn, int32_t top_k, float top_p, float min_p, sampler_params* s) {
-    if (std::isnan(top_p) || std::isnan(min_p) || top_p < 0.f) bad(fn, "top_p must be >= 0 and min_p a number");
-    if (top_k != 0) s->top_k = top_k < 0 ? 0 : top_k;
-    if (top_p > 0.f) s->top_p = top_p;
-    if (min_p != 0.f) s->min_p = min_p < 0.f ? 0.f : min_p;
+void apply_generation(const char* fn, const c_generation& c, generation_params* g) {
+    if (c.max_tokens < 0 || c.max_tokens > (1 << 24)) {
+        bad(fn, fmt("max_tokens %d out of range", c.max_tokens));
+    }
+    if (std::isnan(c.temperature) || c.temperature < 0.f) bad(fn, "temperature must be >= 0");
+    if (std::isnan(c.top_p) || std::isnan(c.min_p) || c.top_p < 0.f) {
+        bad(fn, "top_p must be >= 0 and min_p a number");
+    }
+    if (!std::isfinite(c.repeat_penalty) || c.repeat_penalty < 0.f) {
+        bad(fn, fmt("repeat_penalty %g must be a number >= 0 (0 = default, 1 = off)",
+                    static_cast<double>(c.repeat_penalty)));
+    }
+    if (c.repeat_last_n < -1) {
+        bad(fn, fmt("repeat_last_n %d must be >= -1 (-1 = the whole context, 0 = default)",
+                    c.repeat_last_n));
+    }
+    if (!std::isfinite(c.frequency_penalty) || !std::isfinite(c.presence_penalty)) {
+        bad(fn, "frequency_penalty and presence_penalty must be finite numbers");
+    }
+    if (c.max_tokens > 0) g->max_tokens = c.max_tokens;
+    sampler_params& s = g->sampling;
+    s.temperature = c.temperature;
+    s.seed = c.seed;
+    if (c.top_k != 0) s.top_k = c.top_k < 0 ? 0 : c.top_k;
+    if (c.top_p > 0.f) s.top_p = c.top_p;
+    if (c.min_p != 0.f) s.min_p = c.min_p < 0.f ? 0.f : c.min_p;
+    if (c.repeat_penalty > 0.f) s.repeat_penalty = c.repeat_penalty;
+    if (c.repeat_last_n != 0) s.repeat_last_n = c.repeat_last_n;
+    if (c.frequency_penalty != 0.f) s.frequency_penalty = c.frequency_penalty;
+    if (c.presence_penalty != 0.f) s.presence_penalty = c.presence_penalty;
 }
 
 search_filter to_filter(const char* fn, const char* collection, const char* uri_prefix,

@@ -23,12 +23,28 @@ void to_core(const char* fn, const cbl_session_params& in, const model& m, int32
              session_params* sp, blend_params* bp);
 // The blending part of cbl_session_params alone (mode, recompute_ratio, auto_ratio, kv_format).
 void to_core_blend(const char* fn, const cbl_session_params& in, blend_params* bp);
-// Sampling fields shared by ask and generate.
-generation_params to_generation(const char* fn, int32_t max_tokens, float temperature,
-                                uint64_t seed);
-// top_k / top_p / min_p of cbl_generate_params: 0 keeps the default, the documented "off" values
-// turn the filter off.
-void apply_sampling(const char* fn, int32_t top_k, float top_p, float min_p, sampler_params* s);
+// The generation fields cbl_generate_params and cbl_ask_params share.
+struct c_generation {
+    int32_t max_tokens;
+    float temperature;
+    uint64_t seed;
+    int32_t top_k;
+    float top_p, min_p;
+    float repeat_penalty;
+    int32_t repeat_last_n;
+    float frequency_penalty, presence_penalty;
+};
+template <typename P>
+c_generation generation_of(const P& p) {
+    return {p.max_tokens,     p.temperature,   p.seed,
+            p.top_k,          p.top_p,         p.min_p,
+            p.repeat_penalty, p.repeat_last_n, p.frequency_penalty,
+            p.presence_penalty};
+}
+// Onto *g, whose values are the call's defaults (generate's and ask's differ): a 0 field keeps
+// its default, the documented "off" values turn a filter off, anything out of range throws
+// naming fn and the field.
+void apply_generation(const char* fn, const c_generation& c, generation_params* g);
 // collection, uri prefix and metadata pairs of cbl_search_params / cbl_ask_params.
 search_filter to_filter(const char* fn, const char* collection, const char* uri_prefix,
                         const char* const* keys, const char* const* values, size_t n);

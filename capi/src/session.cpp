@@ -115,7 +115,8 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
         ap.search.mode = cacheblend::capi::to_search_mode(__func__, p.search_mode);
         ap.search.filter = cacheblend::capi::to_filter(
             __func__, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
-        ap.gen = cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
+        // ap.gen holds ask's defaults (greedy with a repeat penalty): 0 fields keep them.
+        cacheblend::capi::apply_generation(__func__, cacheblend::capi::generation_of(p), &ap.gen);
         ap.compare_full = p.compare_full;
         if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
         ap.gen.top_logprobs = p.top_logprobs;
@@ -199,12 +200,11 @@ cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params*
         if (!busy.ok()) return busy_error(__func__);
         cbl_generate_params p;
         if (cbl_status s = read_params(__func__, params, &p, cbl_generate_params_init)) return s;
-        cacheblend::generation_params gp =
-            cacheblend::capi::to_generation(__func__, p.max_tokens, p.temperature, p.seed);
+        cacheblend::generation_params gp;
+        cacheblend::capi::apply_generation(__func__, cacheblend::capi::generation_of(p), &gp);
         if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
         gp.top_logprobs = p.top_logprobs;
         gp.ignore_eog = p.ignore_eog;
-        cacheblend::capi::apply_sampling(__func__, p.top_k, p.top_p, p.min_p, &gp.sampling);
         const cacheblend::generation_result g =
             session->s->generate(gp, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
         auto a = make_answer(g, session->last, session->notice);

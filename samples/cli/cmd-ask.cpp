@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "corpus-common.h"
 #include "json-writer.h"
+#include "sampling-flags.h"
 
 namespace cacheblend::cli {
 namespace {
@@ -48,9 +49,15 @@ const command_spec& spec() {
             "The prompt is preamble + chunks (best first) + question in the model's chat template.\n"
             "Chunks that do not fit the context (with room for --max-tokens) are dropped,\n"
             "lowest-ranked first, and counted in stats.chunks_dropped. Citations are byte ranges\n"
-            "in the source files. Generation is greedy.",
+            "in the source files. Generation is greedy with a repeat penalty of 1.1 over the last\n"
+            "64 tokens (the library's ask defaults): answers keep to the passages' wording and do\n"
+            "not loop; --repeat-penalty 1 gives plain greedy. --compare-full samples the full\n"
+            "run with the same settings and seed.",
         };
         for (flag_spec& f : filter_flags()) c.flags.push_back(std::move(f));
+        sampling_defaults d;
+        d.repeat_penalty = "1.1";
+        for (flag_spec& f : sampling_flags(d)) c.flags.push_back(std::move(f));
         return c;
     }();
     return s;
@@ -63,7 +70,7 @@ bool stream_to_stdout(const char* piece, size_t len, int32_t, void*) {
 }
 
 void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st,
-                int32_t threads, bool compare_full) {
+                int32_t threads, bool compare_full, uint64_t seed) {
     json_writer w(std::cout);
     w.begin_object();
     w.field("text", std::string(cbl_answer_text(answer)));
@@ -82,6 +89,7 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
     w.field("store_ms", st.store_ms);
     w.field("threads", threads);
     w.field("n_ctx", st.n_ctx);
+    w.field("seed", seed);
     if (compare_full) {
         w.field("full_ttft_ms", st.full_ttft_ms);
         w.field("speedup_vs_full", st.ttft_ms > 0 ? st.full_ttft_ms / st.ttft_ms : 0.0);
@@ -192,6 +200,8 @@ int run_ask(const std::vector<std::string>& args) {
     ap.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));
     ap.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
     ap.compare_full = a.has("compare-full");
+    const sampling_choice sampling = parse_sampling(a, {});
+    sampling.apply_to(&ap);  // flags left out keep the library's ask defaults
     const bool json = a.has("json");
     if (!json) ap.on_token = stream_to_stdout;
 
@@ -221,7 +231,7 @@ int run_ask(const std::vector<std::string>& args) {
     check(cbl_answer_stats(answer.get(), &st));
 
     if (json) {
-        write_json(answer.get(), m.get(), st, threads, ap.compare_full);
+        write_json(answer.get(), m.get(), st, threads, ap.compare_full, sampling.seed);
     } else {
         write_human(answer.get(), st, ap.compare_full);
     }

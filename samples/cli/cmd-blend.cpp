@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "json-writer.h"
 #include "progress-bar.h"
+#include "sampling-flags.h"
 
 namespace cacheblend::cli {
 namespace {
@@ -59,16 +60,21 @@ const command_spec& spec() {
             "and compute rates; calibrated: the ratio `cacheblend calibrate` recorded in the\n"
             "store). Without --warm, chunks missing from the store are computed inside the\n"
             "request (its TTFT is the cold one) and stored after the answer.\n"
-            "Generation is greedy and stops at an end-of-generation token or after --max-tokens.",
+            "Generation is greedy unless the sampling flags say otherwise (the seed defaults to\n"
+            "0, so runs of different modes sample alike) and stops at an end-of-generation token\n"
+            "or after --max-tokens.",
         };
         for (flag_spec& f : blend_tuning_flags()) c.flags.push_back(std::move(f));
+        sampling_defaults d;
+        d.random_seed = false;
+        for (flag_spec& f : sampling_flags(d)) c.flags.push_back(std::move(f));
         return c;
     }();
     return s;
 }
 
 void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st,
-                int32_t threads, double warm_ms, double store_ms) {
+                int32_t threads, double warm_ms, double store_ms, uint64_t seed) {
     json_writer w(std::cout);
     w.begin_object();
     w.field("text", std::string(cbl_answer_text(answer)));
@@ -84,6 +90,7 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
     w.field("store_ms", store_ms);
     w.field("threads", threads);
     w.field("n_ctx", st.n_ctx);
+    w.field("seed", seed);
     w.end_object();
     w.end_object();
     std::cout << "\n";
@@ -146,6 +153,10 @@ int run_blend(const std::vector<std::string>& args) {
     cbl_generate_params_init(&gp);
     gp.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 0, 1 << 24));
     gp.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 5, 0, i32_max));
+    sampling_defaults sd;
+    sd.random_seed = false;
+    const sampling_choice sampling = parse_sampling(a, sd);
+    sampling.apply_to(&gp);
     const auto threads =
         static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
     const bool json = a.has("json");
@@ -224,7 +235,7 @@ int run_blend(const std::vector<std::string>& args) {
     cbl_stats_init(&st);
     check(cbl_answer_stats(answer.get(), &st));
     if (json) {
-        write_json(answer.get(), m.get(), st, threads, warm_ms, store_ms);
+        write_json(answer.get(), m.get(), st, threads, warm_ms, store_ms, sampling.seed);
     } else {
         const std::string text = cbl_answer_text(answer.get());
         if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);

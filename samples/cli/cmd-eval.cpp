@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "eval-run.h"
 #include "json-writer.h"
+#include "sampling-flags.h"
 
 namespace cacheblend::cli {
 namespace {
@@ -39,11 +40,14 @@ const command_spec& spec() {
             },
             0,
             "ctxs and answers may be JSON lists or strings holding Python literals. Decoding is\n"
-            "greedy. F1 is SQuAD-normalized word F1 of the first answer line (the reference's\n"
-            "Yes/No mapping applied) against the best gold answer; the F1 interval is a paired\n"
-            "bootstrap (1000 resamples, fixed seed) of mode minus full.",
+            "greedy unless the sampling flags say otherwise; every mode then samples with the\n"
+            "same settings and seed (default 0). F1 is SQuAD-normalized word F1 of the first\n"
+            "answer line (the reference's Yes/No mapping applied) against the best gold answer;\n"
+            "the F1 interval is a paired bootstrap (1000 resamples, fixed seed) of mode minus\n"
+            "full.",
         };
         for (flag_spec& f : eval_flags()) c.flags.push_back(std::move(f));
+        for (flag_spec& f : sampling_flags(eval_sampling())) c.flags.push_back(std::move(f));
         return c;
     }();
     return s;

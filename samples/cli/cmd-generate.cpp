@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
-#include <random>
 
 #include "answer-json.h"
 #include "cacheblend.h"
 #include "capi-util.h"
 #include "commands.h"
 #include "json-writer.h"
+#include "sampling-flags.h"
 
 namespace cacheblend::cli {
 namespace {
@@ -42,35 +42,35 @@ private:
 };
 
 const command_spec& spec() {
-    static const command_spec s{
-        "generate",
-        "generate --prompt P [--chat] [--system S] [options]",
-        "Generate text from a prompt. Streams the answer to stdout and prints timing stats to "
-        "stderr,\nor prints one JSON object with --json.",
-        {
-            model_flag(),
-            {"prompt", "P", "prompt text (required)"},
-            {"chat", "", "render the prompt as a user message with the model's chat template"},
-            {"system", "S", "system message (with --chat)"},
-            {"max-tokens", "N", "maximum tokens to generate (default 128)"},
-            {"temp", "T", "sampling temperature; 0 = greedy (default 0)"},
-            {"top-k", "K",
-             "keep the K most likely tokens; 0 = off (default 40)"},
-            {"top-p", "P", "nucleus sampling threshold; 1 = off (default 0.95)"},
-            {"min-p", "P", "drop tokens below P x the best probability; 0 = off (default 0.05)"},
-            {"seed", "S", "sampling seed (default: random, reported in --json stats)"},
-            {"top-logprobs", "K", "record the K most likely first tokens (default 0)"},
-            {"threads", "N", "CPU threads (default: all cores)"},
-            {"ctx", "N", "context size (default: the model's training context, at most 8192)"},
-            {"parse-special", "",
-             "match special-token text such as <|im_start|> in a plain prompt"},
-            {"json", "", "print one JSON object instead of streaming"},
-        },
-        0,
-        "Plain prompts get BOS/EOS as the GGUF's add_bos_token/add_eos_token flags say; --chat\n"
-        "renders [system,] user and parses the template's special tokens. Generation stops at an\n"
-        "end-of-generation token or after --max-tokens.",
-    };
+    static const command_spec s = [] {
+        command_spec c{
+            "generate",
+            "generate --prompt P [--chat] [--system S] [options]",
+            "Generate text from a prompt. Streams the answer to stdout and prints timing stats to "
+            "stderr,\nor prints one JSON object with --json.",
+            {
+                model_flag(),
+                {"prompt", "P", "prompt text (required)"},
+                {"chat", "",
+                 "render the prompt as a user message with the model's chat template"},
+                {"system", "S", "system message (with --chat)"},
+                {"max-tokens", "N", "maximum tokens to generate (default 128)"},
+                {"top-logprobs", "K", "record the K most likely first tokens (default 0)"},
+                {"threads", "N", "CPU threads (default: all cores)"},
+                {"ctx", "N",
+                 "context size (default: the model's training context, at most 8192)"},
+                {"parse-special", "",
+                 "match special-token text such as <|im_start|> in a plain prompt"},
+                {"json", "", "print one JSON object instead of streaming"},
+            },
+            0,
+            "Plain prompts get BOS/EOS as the GGUF's add_bos_token/add_eos_token flags say;\n"
+            "--chat renders [system,] user and parses the template's special tokens. Generation\n"
+            "stops at an end-of-generation token or after --max-tokens.",
+        };
+        for (flag_spec& f : sampling_flags({})) c.flags.push_back(std::move(f));
+        return c;
+    }();
     return s;
 }
 
@@ -149,17 +149,10 @@ int run_generate(const std::vector<std::string>& args) {
     cbl_generate_params gp;
     cbl_generate_params_init(&gp);
     gp.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));
-    gp.temperature = static_cast<float>(a.get_double("temp", 0.0, 0.0, 1e6));
-    // The C ABI's zero means "default": the CLI's "0 = off" maps to its "off" values.
-    const int64_t top_k = a.get_int("top-k", 40, 0, i32_max);
-    gp.top_k = top_k == 0 ? -1 : static_cast<int32_t>(top_k);
-    gp.top_p = static_cast<float>(a.get_double("top-p", 0.95, 0.0, 1.0));
-    if (gp.top_p == 0.f) throw usage_error("--top-p 0 keeps nothing; use --temp 0 for greedy");
-    const double min_p = a.get_double("min-p", 0.05, 0.0, 1.0);
-    gp.min_p = min_p == 0.0 ? -1.f : static_cast<float>(min_p);
+    const sampling_choice sampling = parse_sampling(a, {});
+    sampling.apply_to(&gp);
     run_info info;
-    info.seed = a.has("seed") ? a.get_u64("seed", 0) : std::random_device{}();
-    gp.seed = info.seed;
+    info.seed = sampling.seed;
     gp.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 0, 0, i32_max));
     info.threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
     const auto ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));

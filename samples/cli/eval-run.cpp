@@ -163,6 +163,12 @@ std::vector<flag_spec> eval_flags() {
     return f;
 }
 
+sampling_defaults eval_sampling() {
+    sampling_defaults d;
+    d.random_seed = false;
+    return d;
+}
+
 std::string ratio_label(double r) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%g", r);
@@ -179,6 +185,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     const auto threads =
         static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
     const auto max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 32, 1, 1 << 20));
+    const sampling_choice sampling = parse_sampling(a, eval_sampling());
     const bool json = a.has("json");
     eval_run run;
     run.data = load_qa_dataset(*dataset);
@@ -209,6 +216,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     meta.kv_format = kv_format_name(tuning.kv_format);
     meta.threads = threads;
     meta.max_tokens = max_tokens;
+    meta.sampling = sampling.given;
     std::vector<musique_request> reqs(n_records);
     std::vector<size_t> todo;
     size_t longest = 0, longest_at = 0;
@@ -264,9 +272,11 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         meta.warm_ms = ms_between(t, clock_type::now());
     }
 
-    cbl_generate_params gp;  // greedy: temperature 0
+    // Every run of every record samples with the same settings and seed (greedy by default).
+    cbl_generate_params gp;
     cbl_generate_params_init(&gp);
     gp.max_tokens = max_tokens;
+    sampling.apply_to(&gp);
 
     // One untimed request sized to the longest prompt, so no timed run pays for growing the
     // engine's scratch buffers.
@@ -344,6 +354,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
     w.field("prompt_tokens_mean", meta.prompt_tokens_mean);
     w.field("threads", meta.threads);
     w.field("max_tokens", meta.max_tokens);
+    w.field("sampling", meta.sampling.empty() ? std::string("greedy") : meta.sampling);
     w.key("warm").begin_object();
     w.field("chunks", meta.warm_chunks);
     w.field("computed", meta.warm_computed);
@@ -424,10 +435,11 @@ void write_records(json_writer& w, const std::vector<run_spec>& runs,
 void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
                  const std::vector<summary>& sums) {
     std::printf("dataset %s: %lld records (%lld skipped), %.0f prompt tokens on average, %d "
-                "threads, greedy <= %d tokens, KV format %s\n",
+                "threads, %s <= %d tokens, KV format %s\n",
                 meta.dataset.c_str(), static_cast<long long>(meta.records),
                 static_cast<long long>(meta.skipped), meta.prompt_tokens_mean, meta.threads,
-                meta.max_tokens, meta.kv_format.c_str());
+                meta.sampling.empty() ? "greedy" : meta.sampling.c_str(), meta.max_tokens,
+                meta.kv_format.c_str());
     std::printf("warm-up: %lld chunks, %lld computed in %.1f s (untimed)\n\n",
                 static_cast<long long>(meta.warm_chunks),
                 static_cast<long long>(meta.warm_computed), meta.warm_ms / 1000.0);

@@ -15,6 +15,7 @@
 #include "capi-util.h"
 #include "eval-dataset.h"
 #include "json-writer.h"
+#include "sampling-flags.h"
 
 namespace cacheblend::cli {
 
@@ -62,6 +63,7 @@ struct eval_meta {
     int64_t records = 0, skipped = 0;
     double prompt_tokens_mean = 0;
     int32_t threads = 0, max_tokens = 0;
+    std::string sampling;  // the sampling flags given ("" = greedy)
     int64_t warm_chunks = 0, warm_computed = 0;
     double warm_ms = 0;
 };
@@ -79,6 +81,9 @@ struct eval_run {
 // The flags run_evaluation reads (--dataset, --limit, --threads, --max-tokens, --model, --store,
 // the blend tuning flags); each command adds its own.
 std::vector<flag_spec> eval_flags();
+// Sampling for commands that declare the sampling flags (eval does; calibrate stays greedy):
+// greedy by default, seed 0 so that every mode draws alike.
+sampling_defaults eval_sampling();
 
 // Runs `runs` (runs[0] must be full) over the first --limit records (default_limit when the flag
 // is absent; 0: all); progress bars unless --json.

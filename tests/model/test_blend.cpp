@@ -121,7 +121,9 @@ protected:
     std::vector<token_id> greedy_after(const std::vector<float>& logits, int n) {
         generation_params gp;
         gp.max_tokens = n;
-        return session_->generate_after_prefill(logits, gp, nullptr, std::chrono::steady_clock::now()).tokens;
+        return session_
+            ->generate_after_prefill(logits, {}, gp, nullptr, std::chrono::steady_clock::now())
+            .tokens;
     }
     static double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
         double d = 0;

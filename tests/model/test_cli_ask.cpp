@@ -76,7 +76,7 @@ TEST_F(CliAsk, IngestPrecomputeThenAskReusesKv) {
     // One thread: ctest runs tests side by side, and the prompt here is tiny.
     const run_result r = run({"ask", "--threads", "1", "--data", data,
                               "In which country is Mount Kilimanjaro?", "--json", "--k", "2",
-                              "--compare-full", "--max-tokens", "8"});
+                              "--compare-full", "--max-tokens", "8", "--seed", "5"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     json j;
     try {
@@ -104,6 +104,7 @@ TEST_F(CliAsk, IngestPrecomputeThenAskReusesKv) {
     EXPECT_EQ(s["chunks_dropped"].num, 0) << r.out;
     EXPECT_GT(s["full_ttft_ms"].num, 0) << r.out;
     EXPECT_GT(s["speedup_vs_full"].num, 0) << r.out;
+    EXPECT_EQ(s["seed"].num, 5) << r.out;  // reported, so a sampled answer can be replayed
 
     const json& cites = j["citations"];
     ASSERT_EQ(cites.kind, json::array);

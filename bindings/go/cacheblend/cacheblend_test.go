@@ -600,6 +600,20 @@ func TestBadOptionsAreInvalidArg(t *testing.T) {
 	if !errors.Is(err, cacheblend.ErrInvalidArg) {
 		t.Errorf("Open on device tpu: %v, want ErrInvalidArg", err)
 	}
+	s, err := rt.NewSession(&cacheblend.SessionOptions{Ctx: 512, Threads: 2})
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	defer s.Close()
+	for _, opts := range []*cacheblend.AskOptions{
+		{RepeatPenalty: -1},
+		{RepeatLastN: -2},
+		{Temperature: 0.5, TopP: -1},
+	} {
+		if _, err := s.Ask(context.Background(), "Where is Kilimanjaro?", opts, nil); !errors.Is(err, cacheblend.ErrInvalidArg) {
+			t.Errorf("Ask(%+v): %v, want ErrInvalidArg", opts, err)
+		}
+	}
 }
 
 func TestUseAfterCloseReturnsErrors(t *testing.T) {
@@ -1051,6 +1065,43 @@ func TestPlainPrefillWithoutAStore(t *testing.T) {
 	}
 	if _, err := s.Generate(ctx, &cacheblend.GenerateOptions{Temperature: 0.5, TopP: -1}, nil); !errors.Is(err, cacheblend.ErrInvalidArg) {
 		t.Errorf("TopP -1: %v, want ErrInvalidArg", err)
+	}
+
+	// Repetition penalties reach the library: their window starts in the prompt, so a heavy
+	// penalty over the whole context makes greedy pick a token the prompt does not have.
+	const pattern = "one two three one two three one two three one two"
+	first := func(opts *cacheblend.GenerateOptions) int32 {
+		t.Helper()
+		if _, err := s.PrefillText(ctx, pattern, nil); err != nil {
+			t.Fatalf("PrefillText: %v", err)
+		}
+		a, err := s.Generate(ctx, opts, nil)
+		if err != nil {
+			t.Fatalf("Generate(%+v): %v", opts, err)
+		}
+		if len(a.Tokens) != 1 {
+			t.Fatalf("Generate(%+v): %d tokens, want 1", opts, len(a.Tokens))
+		}
+		return a.Tokens[0]
+	}
+	plain := first(&cacheblend.GenerateOptions{MaxTokens: 1, IgnoreEOG: true})
+	inPrompt := map[int32]bool{}
+	for _, id := range s.PromptTokens() {
+		inPrompt[id] = true
+	}
+	if tok := plain; !inPrompt[tok] {
+		t.Errorf("plain greedy chose %d, not a prompt token: the premise is gone", tok)
+	}
+	if tok := first(&cacheblend.GenerateOptions{MaxTokens: 1, IgnoreEOG: true, RepeatPenalty: 50, RepeatLastN: -1}); inPrompt[tok] {
+		t.Errorf("RepeatPenalty 50 over the whole context still chose prompt token %d", tok)
+	}
+	for _, bad := range []*cacheblend.GenerateOptions{{RepeatPenalty: -1}, {RepeatLastN: -2}} {
+		if _, err := s.PrefillText(ctx, pattern, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Generate(ctx, bad, nil); !errors.Is(err, cacheblend.ErrInvalidArg) {
+			t.Errorf("Generate(%+v): %v, want ErrInvalidArg", bad, err)
+		}
 	}
 
 	// Bad prompts.

@@ -163,8 +163,18 @@ type AskOptions struct {
 	MaxTokens   int        // tokens to generate at most (0 = 128)
 	Temperature float32    // sampling temperature (0 = greedy)
 	Seed        uint64     // sampling seed for Temperature > 0
-	CompareFull bool       // also time the same prompt in ModeFull (Stats.FullTTFT)
-	TopLogprobs int        // record the k most likely first tokens in Answer.TopLogprobs (0 = none)
+	// Sampling as in GenerateOptions, except that Ask's answers default to greedy with a
+	// repeat penalty of 1.1 over the last 64 tokens: grounded in the passages' wording, and
+	// free of the loops plain greedy decoding falls into. RepeatPenalty 1 gives plain greedy.
+	TopK             int     // with Temperature > 0 (0 = 40, < 0 = off)
+	TopP             float32 // with Temperature > 0 (0 = 0.95, >= 1 = off)
+	MinP             float32 // with Temperature > 0 (0 = 0.05, < 0 = off)
+	RepeatPenalty    float32 // 0 = 1.1, 1 = off; negative is an ErrInvalidArg error
+	RepeatLastN      int     // penalty window in tokens (0 = 64, -1 = the whole context)
+	FrequencyPenalty float32 // 0 = off
+	PresencePenalty  float32 // 0 = off
+	CompareFull      bool    // also time the same prompt in ModeFull (Stats.FullTTFT)
+	TopLogprobs      int     // record the k most likely first tokens in Answer.TopLogprobs (0 = none)
 	// Metadata retrieves only from documents whose metadata holds each value under its key
 	// (nil = every document), as SearchOptions.Metadata does. When no chunk passes the filters,
 	// Ask fails with an ErrInvalidArg error.
@@ -190,6 +200,14 @@ type GenerateOptions struct {
 	TopK      int     // keep the k most likely tokens (0 = 40, < 0 = off)
 	TopP      float32 // nucleus: keep the most likely tokens up to this mass (0 = 0.95, >= 1 = off)
 	MinP      float32 // drop tokens below MinP times the best one's probability (0 = 0.05, < 0 = off)
+	// Repetition penalties (llama.cpp's), applied before greedy selection too, over the last
+	// RepeatLastN tokens of the context, the prompt included; end-of-generation tokens are never
+	// penalized. A seen token's logit is divided by RepeatPenalty when positive (multiplied
+	// when not), then lowered by its count times FrequencyPenalty and by PresencePenalty.
+	RepeatPenalty    float32 // 0 = 1 (off); negative is an ErrInvalidArg error
+	RepeatLastN      int     // penalty window in tokens (0 = 64, -1 = the whole context)
+	FrequencyPenalty float32 // 0 = off
+	PresencePenalty  float32 // 0 = off
 	// OnToken works as AskOptions.OnToken.
 	OnToken func(piece string) bool
 }
@@ -218,6 +236,14 @@ func (s *Session) Ask(ctx context.Context, question string, opts *AskOptions, w 
 		seed:         C.uint64_t(opts.Seed),
 		compare_full: C.bool(opts.CompareFull),
 		top_logprobs: C.int32_t(opts.TopLogprobs),
+		top_k:        C.int32_t(opts.TopK),
+		top_p:        C.float(opts.TopP),
+		min_p:        C.float(opts.MinP),
+
+		repeat_penalty:    C.float(opts.RepeatPenalty),
+		repeat_last_n:     C.int32_t(opts.RepeatLastN),
+		frequency_penalty: C.float(opts.FrequencyPenalty),
+		presence_penalty:  C.float(opts.PresencePenalty),
 	}
 	var err error
 	if o.metadata_keys, o.metadata_values, o.n_metadata, err = cs.metadata(op, opts.Metadata); err != nil {
@@ -247,6 +273,11 @@ func (s *Session) Generate(ctx context.Context, opts *GenerateOptions, w io.Writ
 		top_k:        C.int32_t(opts.TopK),
 		top_p:        C.float(opts.TopP),
 		min_p:        C.float(opts.MinP),
+
+		repeat_penalty:    C.float(opts.RepeatPenalty),
+		repeat_last_n:     C.int32_t(opts.RepeatLastN),
+		frequency_penalty: C.float(opts.FrequencyPenalty),
+		presence_penalty:  C.float(opts.PresencePenalty),
 	}
 	return s.stream(ctx, op, w, opts.OnToken,
 		func(p *C.cbl_session, sink C.uintptr_t, out **C.cbl_answer, msg **C.char) C.cbl_status {

@@ -181,6 +181,13 @@ cbl_status gocbl_session_ask(cbl_session *s, const char *question, const gocbl_a
     p.metadata_keys = o->metadata_keys;
     p.metadata_values = o->metadata_values;
     p.n_metadata = o->n_metadata;
+    p.top_k = o->top_k;
+    p.top_p = o->top_p;
+    p.min_p = o->min_p;
+    p.repeat_penalty = o->repeat_penalty;
+    p.repeat_last_n = o->repeat_last_n;
+    p.frequency_penalty = o->frequency_penalty;
+    p.presence_penalty = o->presence_penalty;
     if (sink) {
         p.on_token = gocbl_on_token;
         p.user_data = (void *)sink;
@@ -225,6 +232,10 @@ cbl_status gocbl_session_generate(cbl_session *s, const gocbl_generate_opts *o, 
     p.top_k = o->top_k;
     p.top_p = o->top_p;
     p.min_p = o->min_p;
+    p.repeat_penalty = o->repeat_penalty;
+    p.repeat_last_n = o->repeat_last_n;
+    p.frequency_penalty = o->frequency_penalty;
+    p.presence_penalty = o->presence_penalty;
     if (sink) {
         p.on_token = gocbl_on_token;
         p.user_data = (void *)sink;

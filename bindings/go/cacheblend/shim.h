@@ -60,6 +60,13 @@ typedef struct gocbl_ask_opts {
     const char *const *metadata_keys;   /* C memory, as in gocbl_search_opts */
     const char *const *metadata_values;
     size_t n_metadata;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+    float repeat_penalty;
+    int32_t repeat_last_n;
+    float frequency_penalty;
+    float presence_penalty;
 } gocbl_ask_opts;
 
 typedef struct gocbl_generate_opts {
@@ -71,6 +78,10 @@ typedef struct gocbl_generate_opts {
     int32_t top_k;
     float top_p;
     float min_p;
+    float repeat_penalty;
+    int32_t repeat_last_n;
+    float frequency_penalty;
+    float presence_penalty;
 } gocbl_generate_opts;
 
 cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,

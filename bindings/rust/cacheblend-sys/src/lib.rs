@@ -270,6 +270,10 @@ pub struct cbl_generate_params {
     pub top_k: i32,
     pub top_p: f32,
     pub min_p: f32,
+    pub repeat_penalty: f32,
+    pub repeat_last_n: i32,
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
 }
 
 #[repr(C)]
@@ -299,6 +303,13 @@ pub struct cbl_ask_params {
     pub metadata_keys: *const *const c_char,
     pub metadata_values: *const *const c_char,
     pub n_metadata: usize,
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repeat_penalty: f32,
+    pub repeat_last_n: i32,
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
 }
 
 #[repr(C)]

@@ -487,11 +487,13 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
                              kv_format, calibrated_ratio }
         cbl_generate_params { struct_size, max_tokens, temperature, seed, on_token, user_data,
-                              top_logprobs, ignore_eog, top_k, top_p, min_p }
+                              top_logprobs, ignore_eog, top_k, top_p, min_p, repeat_penalty,
+                              repeat_last_n, frequency_penalty, presence_penalty }
         cbl_prompt_params { struct_size, chat, system, parse_special }
         cbl_ask_params { struct_size, k, search_mode, collection, uri_prefix, max_tokens,
                          temperature, seed, on_token, user_data, compare_full, top_logprobs,
-                         metadata_keys, metadata_values, n_metadata }
+                         metadata_keys, metadata_values, n_metadata, top_k, top_p, min_p,
+                         repeat_penalty, repeat_last_n, frequency_penalty, presence_penalty }
         cbl_stats { struct_size, mode, ratio, ttft_ms, prefill_ms, load_ms, load_wait_ms,
                     select_ms, compute_ms, search_ms, store_ms, decode_tokens_per_s, full_ttft_ms,
                     prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed, bytes_loaded,

@@ -336,6 +336,13 @@ pub struct AskOptions {
     pub(crate) compare_full: bool,
     pub(crate) top_logprobs: i32,
     pub(crate) metadata: Vec<(String, String)>,
+    pub(crate) top_k: i32,
+    pub(crate) top_p: f32,
+    pub(crate) min_p: f32,
+    pub(crate) repeat_penalty: f32,
+    pub(crate) repeat_last_n: i32,
+    pub(crate) frequency_penalty: f32,
+    pub(crate) presence_penalty: f32,
 }
 
 impl AskOptions {
@@ -363,6 +370,22 @@ impl AskOptions {
         /// Record the `k` most likely first tokens in [`Answer::top_logprobs`](crate::Answer)
         /// (0 = none).
         fn top_logprobs(k: i32) { top_logprobs = k }
+        /// As [`GenerateOptions::top_k`].
+        fn top_k(k: i32) { top_k = k }
+        /// As [`GenerateOptions::top_p`].
+        fn top_p(p: f32) { top_p = p }
+        /// As [`GenerateOptions::min_p`].
+        fn min_p(p: f32) { min_p = p }
+        /// As [`GenerateOptions::repeat_penalty`], but 0 is ask's default, 1.1: answers are
+        /// greedy with this penalty over the last 64 tokens, which keeps them on the passages'
+        /// wording and ends the loops plain greedy decoding falls into. 1 = plain greedy.
+        fn repeat_penalty(p: f32) { repeat_penalty = p }
+        /// As [`GenerateOptions::repeat_last_n`].
+        fn repeat_last_n(n: i32) { repeat_last_n = n }
+        /// As [`GenerateOptions::frequency_penalty`].
+        fn frequency_penalty(p: f32) { frequency_penalty = p }
+        /// As [`GenerateOptions::presence_penalty`].
+        fn presence_penalty(p: f32) { presence_penalty = p }
     }
     /// Retrieve only from documents whose metadata holds `value` under `key`; repeat for more
     /// pairs, which must all hold. Keys and values work as in [`SearchOptions::metadata`]. When no
@@ -393,6 +416,10 @@ pub struct GenerateOptions {
     pub(crate) top_k: i32,
     pub(crate) top_p: f32,
     pub(crate) min_p: f32,
+    pub(crate) repeat_penalty: f32,
+    pub(crate) repeat_last_n: i32,
+    pub(crate) frequency_penalty: f32,
+    pub(crate) presence_penalty: f32,
 }
 
 impl GenerateOptions {
@@ -421,6 +448,18 @@ impl GenerateOptions {
         fn top_p(p: f32) { top_p = p }
         /// Drop tokens less likely than `p` times the most likely one (0 = 0.05, negative = off).
         fn min_p(p: f32) { min_p = p }
+        /// Repetition penalty (llama.cpp's), applied before greedy selection too: the logit of a
+        /// token seen in the last [`repeat_last_n`](GenerateOptions::repeat_last_n) tokens of the
+        /// context (the prompt included) is divided by `p` when positive, multiplied when not.
+        /// End-of-generation tokens are never penalized. 0 = 1 = off; negative is
+        /// [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
+        fn repeat_penalty(p: f32) { repeat_penalty = p }
+        /// The penalties' window in tokens (0 = 64, -1 = the whole context).
+        fn repeat_last_n(n: i32) { repeat_last_n = n }
+        /// Lower a token's logit by `p` times its count in the window (0 = off).
+        fn frequency_penalty(p: f32) { frequency_penalty = p }
+        /// Lower the logit of every token in the window by `p` (0 = off).
+        fn presence_penalty(p: f32) { presence_penalty = p }
     }
 }
 

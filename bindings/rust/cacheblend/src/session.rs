@@ -170,6 +170,13 @@ impl Session {
         p.seed = options.seed;
         p.compare_full = options.compare_full;
         p.top_logprobs = options.top_logprobs;
+        p.top_k = options.top_k;
+        p.top_p = options.top_p;
+        p.min_p = options.min_p;
+        p.repeat_penalty = options.repeat_penalty;
+        p.repeat_last_n = options.repeat_last_n;
+        p.frequency_penalty = options.frequency_penalty;
+        p.presence_penalty = options.presence_penalty;
         p.on_token = Some(token_trampoline::<F>);
         p.user_data = &mut state as *mut CallbackState<F> as *mut c_void;
         let mut out = ptr::null_mut();
@@ -290,6 +297,10 @@ impl Session {
         p.top_k = options.top_k;
         p.top_p = options.top_p;
         p.min_p = options.min_p;
+        p.repeat_penalty = options.repeat_penalty;
+        p.repeat_last_n = options.repeat_last_n;
+        p.frequency_penalty = options.frequency_penalty;
+        p.presence_penalty = options.presence_penalty;
         p.on_token = Some(token_trampoline::<F>);
         p.user_data = &mut state as *mut CallbackState<F> as *mut c_void;
         let mut out = ptr::null_mut();

@@ -390,9 +390,16 @@ fn ask_with_metadata_filter_cites_only_matches() {
     assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
     assert!(err.message().contains("metadata key"), "{}", err);
     let err = s
-        .ask(question, &opts.metadata("lang\0", "de"), |_| true)
+        .ask(question, &opts.clone().metadata("lang\0", "de"), |_| true)
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArg);
+
+    // Sampling options reach ask: bad penalties are refused by name.
+    for bad in [opts.clone().repeat_penalty(-1.0), opts.repeat_last_n(-2)] {
+        let err = s.ask(question, &bad, |_| true).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+        assert!(err.message().contains("repeat_"), "{}", err);
+    }
 }
 
 #[test]
@@ -961,6 +968,38 @@ fn plain_prefill_without_a_store() {
         })
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+
+    // Repetition penalties reach the library: their window starts in the prompt, so a heavy
+    // penalty over the whole context makes greedy pick a token the prompt does not have.
+    let pattern = "one two three one two three one two three one two";
+    let one = GenerateOptions::new().max_tokens(1).ignore_eog(true);
+    let first = |s: &mut Session, opts: &GenerateOptions| {
+        s.prefill_text(pattern, &PromptOptions::new()).unwrap();
+        let a = s.generate(opts, |_| true).unwrap();
+        assert_eq!(a.tokens.len(), 1);
+        a.tokens[0]
+    };
+    let plain = first(&mut s, &one);
+    let in_prompt = s.prompt_tokens();
+    assert!(
+        in_prompt.contains(&plain),
+        "premise: greedy continues the pattern"
+    );
+    let penalized = first(&mut s, &one.clone().repeat_penalty(50.0).repeat_last_n(-1));
+    assert!(
+        !in_prompt.contains(&penalized),
+        "{} is a prompt token",
+        penalized
+    );
+    for bad in [
+        GenerateOptions::new().repeat_penalty(-1.0),
+        GenerateOptions::new().repeat_last_n(-2),
+    ] {
+        s.prefill_text(pattern, &PromptOptions::new()).unwrap();
+        let err = s.generate(&bad, |_| true).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+        assert!(err.message().contains("repeat_"), "{}", err);
+    }
 
     // Bad prompts.
     let err = s
