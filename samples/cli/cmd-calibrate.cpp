@@ -93,7 +93,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     const bool json = a.has("json");
 
     // Default limit 20: enough for a stable mean, minutes rather than hours on a CPU.
-    const eval_run run = run_evaluation(a, runs, 20);
+    const eval_run run = run_evaluation(a, runs, 20, "calibrate");
 
     // The smallest ratio that meets the target; else the record says none did (ratio 1: full).
     cbl_x_calibration c;

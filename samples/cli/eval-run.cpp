@@ -176,7 +176,7 @@ std::string ratio_label(double r) {
 }
 
 eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
-                        int64_t default_limit) {
+                        int64_t default_limit, const std::string& log_name) {
     const auto dataset = a.get("dataset");
     if (!dataset || dataset->empty()) throw usage_error("--dataset FILE is required");
     const blend_tuning tuning = parse_blend_tuning(a);
@@ -258,15 +258,20 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     // Warm the store: every passage of every record in range, before anything is timed.
     {
         for (size_t i : todo) meta.warm_chunks += static_cast<int64_t>(reqs[i].prompt.n_chunks);
-        progress_bar bar("warming KV store", meta.warm_chunks, !json);
+        progress_bar bar("warming KV store", meta.warm_chunks, !json,
+                         when_redirected::log_lines);
         const auto t = clock_type::now();
         int64_t done = 0;
+        size_t r = 0;
         for (size_t i : todo) {
             size_t computed = 0;
             check(cbl_x_session_precompute_prompt(sess.get(), &reqs[i].prompt, &computed));
             meta.warm_computed += static_cast<int64_t>(computed);
             done += static_cast<int64_t>(reqs[i].prompt.n_chunks);
             bar.update(done);
+            bar.log_line(log_name + ": warming KV store: record " + std::to_string(++r) + "/" +
+                         std::to_string(todo.size()) + ", " +
+                         std::to_string(meta.warm_computed) + " chunks computed");
         }
         bar.finish();
         meta.warm_ms = ms_between(t, clock_type::now());
@@ -286,9 +291,14 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     std::vector<record_result>& results = run.results;
     results.reserve(todo.size());
     std::vector<float> full_logits(n_vocab);
-    progress_bar bar("evaluating", static_cast<int64_t>(todo.size() * runs.size()), !json);
+    progress_bar bar("evaluating", static_cast<int64_t>(todo.size() * runs.size()), !json,
+                     when_redirected::log_lines);
+    std::string mode_list;
+    for (const run_spec& r : runs) mode_list += (mode_list.empty() ? "" : ", ") + r.label;
     int64_t done = 0;
     for (size_t i : todo) {
+        const std::string of =
+            std::to_string(results.size() + 1) + "/" + std::to_string(todo.size());
         record_result rec;
         rec.index = i;
         rec.prompt_tokens = reqs[i].n_tokens;
@@ -296,6 +306,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         std::vector<const char*> gold_ptrs;
         for (const std::string& g : golds) gold_ptrs.push_back(g.c_str());
         for (size_t k = 0; k < runs.size(); ++k) {
+            bar.set_label("evaluating record " + of + " (" + runs[k].label + ")");
             set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : 0.15f);
             check(cbl_x_session_prefill_prompt(sess.get(), &reqs[i].prompt, nullptr));
             cbl_answer* a_raw = nullptr;
@@ -336,6 +347,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
             bar.update(++done);
         }
         results.push_back(std::move(rec));
+        bar.log_line(log_name + ": record " + of + " (" + mode_list + ")");
     }
     bar.finish();
 

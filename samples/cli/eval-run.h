@@ -86,9 +86,10 @@ std::vector<flag_spec> eval_flags();
 sampling_defaults eval_sampling();
 
 // Runs `runs` (runs[0] must be full) over the first --limit records (default_limit when the flag
-// is absent; 0: all); progress bars unless --json.
+// is absent; 0: all). Progress: a bar when stderr is a terminal (not under --json); otherwise one
+// line per record on stderr, "<log_name>: record 3/30 (full, reuse, blend), elapsed .., ETA ..".
 eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
-                        int64_t default_limit = 0);
+                        int64_t default_limit = 0, const std::string& log_name = "eval");
 
 // "0.15" for 0.15: the label part of "blend@0.15".
 std::string ratio_label(double r);

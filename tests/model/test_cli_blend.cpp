@@ -235,6 +235,12 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     EXPECT_EQ(modes["reuse"]["chunks_missed"].num, 0);
     ASSERT_TRUE(modes["blend"].has("f1_diff_ci95"));
     EXPECT_EQ(modes["blend"]["f1_diff_ci95"].size(), 2u);
+    // stderr is a file, not a terminal: a plain progress line per record, even under --json.
+    EXPECT_NE(r.err.find("eval: record 1/2 (full, reuse, blend), elapsed "), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("eval: record 2/2 (full, reuse, blend), elapsed "), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(", ETA "), std::string::npos) << r.err;  // after record 1 of 2
 
     // --out holds every record with every mode's answer.
     json o;
