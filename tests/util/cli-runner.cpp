@@ -47,8 +47,14 @@ std::vector<std::string> cli_result::err_lines() const {
 }
 
 cli_result run_cli(const std::vector<std::string>& args, const std::string& err_file) {
-    std::string cmd = shell_quote(cli_path());
-    for (const std::string& a : args) cmd += " " + shell_quote(a);
+    std::vector<std::string> argv{cli_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv, err_file);
+}
+
+cli_result run_program(const std::vector<std::string>& argv, const std::string& err_file) {
+    std::string cmd;
+    for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + shell_quote(a);
     cmd += " 2>" + shell_quote(err_file);
     cli_result r;
     FILE* p = ::popen(cmd.c_str(), "r");

@@ -21,5 +21,7 @@ struct cli_result {
 
 // Runs the CLI with args; stderr goes through err_file (removed afterwards).
 cli_result run_cli(const std::vector<std::string>& args, const std::string& err_file);
+// The same for any program: argv[0] is looked up on PATH.
+cli_result run_program(const std::vector<std::string>& argv, const std::string& err_file);
 
 }  // namespace cbltest
