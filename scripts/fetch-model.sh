@@ -42,6 +42,10 @@ fi
 
 model_line=$(awk -F'\t+' -v n="$want" '$1 == "model" && $2 == n' "$registry")
 if [[ -z "$model_line" ]]; then
+  if [[ "$want" == */* || "$want" == *.gguf ]]; then
+    [[ "$from" == CBL_MODEL ]] && what="CBL_MODEL=$want" || what="model file $want"
+    die "$what does not exist (a model is a GGUF file or one of: $names)"
+  fi
   if [[ "$from" == CBL_MODEL ]]; then
     die "CBL_MODEL=$want is neither a file nor a model name (names: $names)"
   fi
