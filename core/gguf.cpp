@@ -440,8 +440,17 @@ void gguf_file::impl::parse() {
         const uint32_t type_id = r.u32("type");
         const dtype_traits* info = dtype_info(type_id);
         if (!info) {
-            r.fail(status::format, fmt("unknown or unsupported ggml type id %u at offset %zu",
-                                       type_id, type_at));
+            // Name the tensor and what would load, so "an IQ quant" is told apart from a bad file.
+            std::string supported;
+            for (uint32_t id = 0; id < 64; ++id) {
+                if (!dtype_info(id)) continue;
+                if (!supported.empty()) supported += ' ';
+                supported += dtype_name(static_cast<dtype>(id));
+            }
+            r.fail(status::format,
+                   fmt("tensor '%s': unknown or unsupported ggml type id %u at offset %zu "
+                       "(supported: %s)",
+                       printable(name).c_str(), type_id, type_at, supported.c_str()));
         }
         t.type = static_cast<dtype>(type_id);
         t.offset = r.u64("data offset");

@@ -51,8 +51,8 @@ def log(msg):
 
 
 def default_model():
-    if os.environ.get("CBL_MODEL"):
-        return os.environ["CBL_MODEL"]
+    # $CBL_MODEL (a path or a model name), else the default model: fetch-model.sh turns either into
+    # a file path, which is what llama.cpp opens.
     return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh")], check=True,
                           stdout=subprocess.PIPE, text=True).stdout.strip()
 
@@ -201,7 +201,7 @@ def run_ours(cli, model, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="GGUF (default: scripts/fetch-model.sh)")
+    ap.add_argument("--model", default=None, help="GGUF (default: $CBL_MODEL, else qwen2.5-coder-1.5b, via scripts/fetch-model.sh)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3, help="timed runs per test (median), after a warm-up")
     ap.add_argument("--cli", default=os.path.join(REPO, "build", "bin", "cacheblend"))

@@ -173,10 +173,11 @@ def sha256_file(path):
 
 
 def default_model():
-    if os.environ.get("CBL_MODEL"):
-        return os.environ["CBL_MODEL"]
-    return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh")], check=True,
-                          stdout=subprocess.PIPE, text=True).stdout.strip()
+    # The fixture is the test suite's: $CBL_MODEL (a path or a model name), else smollm2-135m.
+    # fetch-model.sh turns either into a file path, which is what llama.cpp opens.
+    name = os.environ.get("CBL_MODEL") or "smollm2-135m"
+    return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh"), name],
+                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
 
 
 def peer_info():
@@ -209,7 +210,7 @@ def log_softmax(logits):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="GGUF (default: scripts/fetch-model.sh)")
+    ap.add_argument("--model", default=None, help="GGUF (default: $CBL_MODEL, else smollm2-135m, via scripts/fetch-model.sh)")
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "llama-cpp-parity.json"))
     ap.add_argument("--steps", type=int, default=32, help="greedy tokens per prompt")
     args = ap.parse_args()

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model-registry.h"
 #include "util/json.h"
 #include "util/cli-runner.h"
 #include "util/test-util.h"
@@ -235,6 +236,17 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     EXPECT_EQ(modes["reuse"]["chunks_missed"].num, 0);
     ASSERT_TRUE(modes["blend"].has("f1_diff_ci95"));
     EXPECT_EQ(modes["blend"]["f1_diff_ci95"].size(), 2u);
+
+    // The summary names the model's file, also when --model is a name.
+    EXPECT_EQ(j["model"].str, model_);
+    if (model_ == cacheblend::resolve_model("smollm2-135m").path) {
+        const run_result n = cbltest::run_cli(
+            {"eval", "--model", "smollm2-135m", "--threads", "1", "--dataset", dataset, "--modes",
+             "full", "--limit", "1", "--max-tokens", "2", "--store", dir_ + "/kv", "--json"},
+            dir_ + "/stderr");
+        ASSERT_EQ(n.exit_code, 0) << n.err;
+        EXPECT_EQ(json::parse(n.out)["model"].str, model_);
+    }
 
     // --out holds every record with every mode's answer.
     json o;
