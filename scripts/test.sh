@@ -28,6 +28,12 @@ bash scripts/install-deps.sh
 model=$(bash scripts/fetch-model.sh)
 embed_model=$(bash scripts/fetch-embedder.sh)
 export CBL_MODEL="$model" CBL_EMBED_MODEL="$embed_model" CBL_REQUIRE_MODEL=1
+# Qwen2.5-Coder-0.5B for the qwen2 parity test (test_llama_cpp_parity), once fetch-model.sh knows
+# it. Qwen2.5-Coder-1.5B runs there only when the caller sets CBL_QWEN15_MODEL (minutes).
+if grep -q 'qwen2.5-coder-0.5b' scripts/fetch-model.sh; then
+  CBL_QWEN_MODEL=$(bash scripts/fetch-model.sh qwen2.5-coder-0.5b)
+  export CBL_QWEN_MODEL
+fi
 
 run_ctest() {
   ctest --test-dir "$1" --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" "${ctest_extra[@]}"

@@ -13,7 +13,7 @@
 //     of cases. Our K-quant kernels are not bit-exact with ggml's, so near-ties are expected there;
 //   - first-token top-1 agreement on >= 98% (SmolLM2) / 95% (Qwen) of cases.
 // The numbers (and every divergence: case, step, both tokens, llama.cpp's gap) are printed on every
-// run. The Qwen 1.5B case takes minutes and is skipped in sanitizer builds.
+// run. The Qwen cases take minutes and are skipped in sanitizer builds.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,20 +40,22 @@ struct parity_model {
     double near_tie;      // max llama.cpp gap (top1 - top2 logprob) at an accepted divergence
     double min_cont_ok;   // fraction of cases whose continuation agrees
     double min_first_ok;  // fraction of cases with the same first token
-    bool heavy;           // minutes in Release: skipped in sanitizer builds
+    bool heavy;           // skipped in sanitizer builds (0.5B: 2.3 min in Release, ~7x that there)
 };
 
 void PrintTo(const parity_model& p, std::ostream* os) { *os << p.name; }
 
-// Thresholds: SmolLM2 (Q4_1/Q8_0) is close to bit-exact with ggml, so its near-ties are tight.
-// The Qwen models' K-quant (and Q5_0) dot products round differently from ggml's (other block
-// order, activations quantized to 8 bits per 32 not per 256), so logits differ by ~0.01-0.1; a
-// gap of up to 0.25 nats in llama.cpp's output is still a tie in that sense. See the report in
-// the commit that recorded the fixtures for the measured distribution of gaps at divergences.
+// Thresholds. SmolLM2 (Q4_1 layers, Q8_0 embeddings) matches llama.cpp to the fixtures' 5
+// decimals, so it keeps the tight 0.1. On the Qwen models (Q4_K, Q6_K, Q5_0, Q8_0) our kernels are
+// not bit-exact with ggml's (other accumulation order, ggml repacks Q4_K): on 0.5B, measured
+// 2026-11-27, a token's log-probability differs from llama.cpp's by 0.035 on average and 0.39 at
+// most over 1644 steps, and the 15 divergences in 64 cases came at llama.cpp gaps of 0.000-0.210
+// (median 0.034), our token its second choice in 14. A threshold of 0.25 accepts those with a
+// little margin; a broken kernel moves logits by far more and parts at large gaps or ranks.
 const parity_model k_models[] = {
     {"smollm2_135m", nullptr, true, "llama-cpp-parity.json", 0.1, 0.90, 0.98, false},
     {"qwen2_5_coder_0_5b", "CBL_QWEN_MODEL", true, "llama-cpp-parity-qwen2.5-coder-0.5b.json", 0.25,
-     0.90, 0.95, false},
+     0.90, 0.95, true},
     {"qwen2_5_coder_1_5b", "CBL_QWEN15_MODEL", false, "llama-cpp-parity-qwen2.5-coder-1.5b.json",
      0.25, 0.90, 0.95, true},
 };
@@ -181,8 +183,9 @@ TEST_P(LlamaCppParity, PromptTokensAndGreedyContinuations) {
 
     const auto& cases = fx["cases"].arr;
     ASSERT_GE(cases.size(), 50u);
-    int n_tokens_ok = 0, n_cont_ok = 0, n_first_ok = 0, n_exact = 0, n_steps = 0;
-    double max_first_lp_diff = 0, sum_first_lp_diff = 0, max_step_lp_diff = 0;
+    int n_tokens_ok = 0, n_cont_ok = 0, n_first_ok = 0, n_exact = 0;
+    double max_first_lp_diff = 0, sum_first_lp_diff = 0;
+    std::vector<double> step_lp_diffs;    // |our - llama.cpp's| logprob of its token, every step
     std::vector<double> divergence_gaps;  // llama.cpp's top1 - top2 gap where we part
     std::string failures;                 // the cases that do not agree, for the failure message
     for (const auto& c : cases) {
@@ -208,8 +211,7 @@ TEST_P(LlamaCppParity, PromptTokensAndGreedyContinuations) {
             const token_id peer = static_cast<token_id>(steps[i]["id"].as_int());
             const token_id mine = argmax(logits.data(), static_cast<int32_t>(logits.size()));
             const double d = std::fabs(logprob_of(logits, peer) - steps[i]["logprob"].num);
-            max_step_lp_diff = std::max(max_step_lp_diff, d);
-            ++n_steps;
+            step_lp_diffs.push_back(d);
             if (i == 0) {
                 if (mine == peer) ++n_first_ok;
                 max_first_lp_diff = std::max(max_first_lp_diff, d);
@@ -250,13 +252,22 @@ TEST_P(LlamaCppParity, PromptTokensAndGreedyContinuations) {
         std::snprintf(b, sizeof b, " %.3f", g);
         gaps += b;
     }
+    std::sort(step_lp_diffs.begin(), step_lp_diffs.end());
+    double step_sum = 0;
+    for (double d : step_lp_diffs) step_sum += d;
+    auto pct = [&](double q) {
+        if (step_lp_diffs.empty()) return 0.0;
+        return step_lp_diffs[static_cast<size_t>(q * static_cast<double>(step_lp_diffs.size() - 1))];
+    };
     std::printf("parity %s: %zu cases, prompt ids %d, tokenizer strings %d/%d, first token %d, "
-                "continuations ok %d (exact %d, near-tie threshold %.2f), first-token logprob "
-                "|diff| mean %.4f max %.4f, all %d compared steps max %.4f; %.1f s\n"
+                "continuations ok %d (exact %d, near-tie threshold %.2f); first-token logprob "
+                "|diff| mean %.4f max %.4f; all %zu compared steps |diff| mean %.4f p50 %.4f "
+                "p90 %.4f p99 %.4f max %.4f; %.1f s\n"
                 "  llama.cpp gaps at the %zu divergences:%s\n",
                 pm.name, cases.size(), n_tokens_ok, n_tok_ok, n_tok_cases, n_first_ok, n_cont_ok,
-                n_exact, pm.near_tie, sum_first_lp_diff / n, max_first_lp_diff, n_steps,
-                max_step_lp_diff, secs, divergence_gaps.size(), gaps.c_str());
+                n_exact, pm.near_tie, sum_first_lp_diff / n, max_first_lp_diff,
+                step_lp_diffs.size(), step_lp_diffs.empty() ? 0.0 : step_sum / step_lp_diffs.size(),
+                pct(0.5), pct(0.9), pct(0.99), pct(1.0), secs, divergence_gaps.size(), gaps.c_str());
     EXPECT_EQ(n_tokens_ok, static_cast<int>(cases.size()));
     EXPECT_GE(n_cont_ok / n, pm.min_cont_ok)
         << n_cont_ok << " of " << cases.size() << " continuations agree; these part from llama.cpp "
