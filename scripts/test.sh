@@ -30,6 +30,9 @@ bash scripts/install-deps.sh
 model=$(bash scripts/fetch-model.sh smollm2-135m)
 qwen_model=$(bash scripts/fetch-model.sh qwen2.5-coder-0.5b)
 embed_model=$(bash scripts/fetch-embedder.sh)
+# SmolLM2 for most tests (fast); Qwen2.5-Coder-0.5B for the qwen2 path (K-quant and q5_0 kernels,
+# untied output, the llama.cpp parity test). Qwen2.5-Coder-1.5B's parity case runs only when the
+# caller sets CBL_QWEN15_MODEL (about 7 minutes).
 export CBL_MODEL="$model" CBL_QWEN_MODEL="$qwen_model" CBL_EMBED_MODEL="$embed_model" CBL_REQUIRE_MODEL=1
 
 run_ctest() {

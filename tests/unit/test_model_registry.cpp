@@ -376,8 +376,8 @@ TEST(ModelResolve, UnknownNameIsAMissingPath) {
 
 // ---------------------------------------------------------------- unsupported quant types
 
-// An IQ quant (ggml type id 16, IQ2_XXS) through the public API: a clean CBL_FORMAT naming the
-// file, the tensor, the type id and what is supported.
+// An IQ quant (ggml type id 16, IQ2_XXS) through the public API: a clean CBL_UNSUPPORTED (a valid
+// file we cannot run) naming the file, the tensor, the type and what is supported.
 TEST(ModelResolve, UnsupportedQuantTypeIsAClearError) {
     temp_cache c;
     const std::string path = c.root() + "/iq2.gguf";
@@ -386,11 +386,11 @@ TEST(ModelResolve, UnsupportedQuantTypeIsAClearError) {
     b.add_tensor_raw("blk.0.attn_q.weight", 16, {256, 2}, std::vector<uint8_t>(132, 0));
     b.write(path);
     cbl_model* m = reinterpret_cast<cbl_model*>(0x1);
-    EXPECT_EQ(cbl_model_load(path.c_str(), nullptr, &m), CBL_FORMAT);
+    EXPECT_EQ(cbl_model_load(path.c_str(), nullptr, &m), CBL_UNSUPPORTED);
     EXPECT_EQ(m, nullptr);
     const std::string msg = cbl_last_error();
     EXPECT_TRUE(contains(msg, path)) << msg;
     EXPECT_TRUE(contains(msg, "tensor 'blk.0.attn_q.weight'")) << msg;
-    EXPECT_TRUE(contains(msg, "ggml type id 16")) << msg;
-    EXPECT_TRUE(contains(msg, "supported: f32 f16 q4_0 q4_1")) << msg;
+    EXPECT_TRUE(contains(msg, "ggml type iq2_xxs (id 16")) << msg;
+    EXPECT_TRUE(contains(msg, "weights must be one of: f32 f16 q4_0 q4_1")) << msg;
 }
