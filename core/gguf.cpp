@@ -163,6 +163,54 @@ struct aligned_free {
     throw error(s, "gguf: " + path + ": " + detail);
 }
 
+// ggml's name (ggml_type_name) of a type id ggml defines or once defined but we do not support,
+// or nullptr for an id ggml never had (upstream ggml.h, up to Q1_0 = 41).
+const char* ggml_unsupported_type_name(uint32_t id) {
+    switch (id) {
+    case 4: return "q4_2 (removed from ggml)";
+    case 5: return "q4_3 (removed from ggml)";
+    case 16: return "iq2_xxs";
+    case 17: return "iq2_xs";
+    case 18: return "iq3_xxs";
+    case 19: return "iq1_s";
+    case 20: return "iq4_nl";
+    case 21: return "iq3_s";
+    case 22: return "iq2_s";
+    case 23: return "iq4_xs";
+    case 24: return "i8";
+    case 25: return "i16";
+    case 26: return "i32";
+    case 27: return "i64";
+    case 28: return "f64";
+    case 29: return "iq1_m";
+    case 31: return "q4_0_4_4 (removed from GGUF files)";
+    case 32: return "q4_0_4_8 (removed from GGUF files)";
+    case 33: return "q4_0_8_8 (removed from GGUF files)";
+    case 34: return "tq1_0";
+    case 35: return "tq2_0";
+    case 36: return "iq4_nl_4_4 (removed from GGUF files)";
+    case 37: return "iq4_nl_4_8 (removed from GGUF files)";
+    case 38: return "iq4_nl_8_8 (removed from GGUF files)";
+    case 39: return "mxfp4";
+    case 40: return "nvfp4";
+    case 41: return "q1_0";
+    default: return nullptr;
+    }
+}
+
+// The weight types a model may use, for messages.
+std::string supported_weight_types() {
+    std::string r;
+    for (uint32_t id = 0; id < 64; ++id) {
+        const dtype_traits* t = dtype_info(id);
+        if (!t || id == static_cast<uint32_t>(dtype::q8_1) || id == static_cast<uint32_t>(dtype::q8_k)) {
+            continue;
+        }
+        r += (r.empty() ? "" : " ") + std::string(t->name);
+    }
+    return r;
+}
+
 }  // namespace
 
 const char* gguf_type_name(gguf_value_type t) {
@@ -440,7 +488,15 @@ void gguf_file::impl::parse() {
         const uint32_t type_id = r.u32("type");
         const dtype_traits* info = dtype_info(type_id);
         if (!info) {
-            r.fail(status::format, fmt("unknown or unsupported ggml type id %u at offset %zu",
+            // A type ggml knows is a valid file we cannot run; an id it never had is a format error.
+            if (const char* known = ggml_unsupported_type_name(type_id)) {
+                r.fail(status::unsupported,
+                       fmt("ggml type %s (id %u, at offset %zu) is not supported; weights must be "
+                           "one of: %s",
+                           known, type_id, type_at, supported_weight_types().c_str()));
+            }
+            r.fail(status::format, fmt("unknown ggml type id %u at offset %zu (not a ggml type: "
+                                       "a newer GGUF or a corrupt file)",
                                        type_id, type_at));
         }
         t.type = static_cast<dtype>(type_id);

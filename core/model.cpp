@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/model-registry.h"
 #include "kernels/cpu/fp16.h"
 
 namespace cacheblend {
@@ -31,35 +32,19 @@ int32_t optional_int(const gguf_file& f, const std::string& key, int32_t def) {
 
 std::shared_ptr<const model> load_model_or_default(const std::string& path,
                                                    const model_load_params& params) {
-    const bool is_default = path.empty();
-    const std::string p = is_default ? default_model_path() : path;
+    const model_ref ref = resolve_model(path);
+    const std::string& p = ref.path;
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
         const int e = errno;
-        if (e == ENOENT) {
-            throw error(status::io, "model file not found: " + p +
-                                        (is_default ? " (the default model: pass a path, set "
-                                                      "CBL_MODEL or run scripts/fetch-model.sh)"
-                                                    : ""));
-        }
+        if (e == ENOENT) throw error(status::io, missing_model_message(ref));
         throw error(status::io, "cannot access model file " + p + ": " + std::strerror(e));
     }
     if (S_ISDIR(st.st_mode)) throw error(status::io, p + " is a directory, not a GGUF file");
     return model::load(p, params);
 }
 
-std::string default_model_path() {
-    if (const char* m = std::getenv("CBL_MODEL"); m && *m) return m;
-    std::string base;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-        base = x;
-    } else if (const char* h = std::getenv("HOME"); h && *h) {
-        base = std::string(h) + "/.cache";
-    } else {
-        base = "/tmp";
-    }
-    return base + "/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+std::string default_model_path() { return resolve_model("").path; }
 
 model::~model() = default;
 

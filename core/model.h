@@ -87,11 +87,13 @@ private:
 // Bumped whenever a kernel change alters computed values (invalidates stored KV).
 constexpr uint32_t k_numerics_version = 2;  // 2: llama.cpp-exact AVX-512 numerics
 
-// ${CBL_MODEL} or ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf
+// The file an empty model path loads: $CBL_MODEL (a path or a registry name), else the default
+// model's file in the cache (core/model-registry.h). It may not exist.
 std::string default_model_path();
 
-// Loads the model at path, or the default model when path is empty; a missing file is a one-line
-// status::io error that names the path and, for the default, how to get it.
+// Loads the model at path, which may also be a registry name (resolve_model), or the default model
+// when path is empty; a missing file is a one-line status::io error that names the path and, for a
+// registry name, the fetch command and the cache folder.
 std::shared_ptr<const model> load_model_or_default(const std::string& path,
                                                    const model_load_params& params = {});
 

@@ -6,7 +6,8 @@
 #   bash scripts/eval-sweep.sh [DATASET]
 # DATASET defaults to ../shared/cacheblend_inputs/musique_s.json next to the repository.
 # Environment: LIMIT (50), RATIOS (0.05,0.1,0.15,0.2,0.3,1.0), OUT_DIR (build/eval-sweep),
-# BUILD_DIR (build), CBL_THREADS, CBL_MODEL, CBL_KV_STORE (the CLI's default store otherwise),
+# BUILD_DIR (build), CBL_THREADS, CBL_MODEL (a model name or GGUF path; default qwen2.5-coder-1.5b,
+# the model quality claims are measured on), CBL_KV_STORE (the CLI's default store otherwise),
 # CBL_KV_FORMAT (f16, q8 or exact; default f16), CBL_KV_BUDGET (the store's size, default 8G: 50
 # records of f16 KV take ~7 GB, of exact KV ~10 GB).
 # Plotting uses matplotlib from PyPI in a venv under ${XDG_CACHE_HOME:-~/.cache}/cacheblend/; the

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, fetch the default model and embedder, build (Release),
+# The main job: install what is missing, fetch the model and embedder, build (Release),
 # then run retrieval-augmented answering end to end on a real document set that every Debian
 # system ships (licence texts from /usr/share/common-licenses): ingest them with eager KV
 # precompute into ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/demo, ask a question with blended
 # KV reuse, and print the answer, its citations and the time to first token of blend vs full.
 #   bash scripts/main.sh ["your question"]     (CBL_MODEL, CBL_THREADS, CBL_MAX_TOKENS, CBL_K)
+# The model is the product default, qwen2.5-coder-1.5b (about 1.1 GB, fetched once); CBL_MODEL
+# picks another, as a registry name (`cacheblend models`) or a GGUF path.
 # Idempotent: a second run re-ingests incrementally (unchanged files are skipped) and reuses the
 # stored chunk KV.
 set -euo pipefail
@@ -13,7 +15,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 question=${1:-"What does the Apache License say about patent grants?"}
 
 bash scripts/install-deps.sh
-model=$(bash scripts/fetch-model.sh)
+model_name=${CBL_MODEL:-qwen2.5-coder-1.5b}
+model=$(bash scripts/fetch-model.sh "$model_name")
 embed_model=$(bash scripts/fetch-embedder.sh); export CBL_EMBED_MODEL="$embed_model"
 bash scripts/build.sh >&2
 
@@ -49,12 +52,12 @@ echo "main: $cli ${args[*]}" >&2
 out=$("$cli" "${args[@]}")
 
 # The JSON fields are fixed by DESIGN.md §8.
-python3 - "$model" "$question" "$out" <<'PY'
+python3 - "$model_name" "$model" "$question" "$out" <<'PY'
 import json, sys
-model, question, r = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+name, model, question, r = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 s = r.get('stats', {})
 num = lambda v, f='.1f': format(v, f) if isinstance(v, (int, float)) else 'n/a'
-print(f'model:    {model}')
+print(f'model:    {name}' + ('' if name == model else f' ({model})'))
 print(f'question: {question}\n')
 print(r.get('text', '').strip() + '\n')
 print('citations:')

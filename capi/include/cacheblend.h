@@ -110,7 +110,10 @@ static inline void cbl_model_params_init(cbl_model_params *p) {
     p->struct_size = sizeof(*p);
 }
 
-/** Loads a GGUF model; path NULL = $CBL_MODEL, else the default model in the user cache. On
+/** Loads a GGUF model. path is a file or a model name ("qwen2.5-coder-1.5b": its file in
+ *  ${XDG_CACHE_HOME:-~/.cache}/cacheblend/models, which scripts/fetch-model.sh NAME fills; an
+ *  existing file of that name wins). NULL = $CBL_MODEL (a path or a name), else the default model,
+ *  qwen2.5-coder-1.5b. A missing file is CBL_IO with a message naming the fetch command. On
  *  failure *out_model is NULL. @since 0.1 */
 CBL_API cbl_status cbl_model_load(const char *path, const cbl_model_params *params,
                                   cbl_model **out_model);
@@ -173,7 +176,8 @@ typedef struct cbl_runtime cbl_runtime;
 
 typedef struct cbl_runtime_params {
     size_t struct_size;         /* set by cbl_runtime_params_init() */
-    const char *model_path;     /* NULL = $CBL_MODEL, else the default model in the user cache */
+    const char *model_path;     /* a file or a model name, as cbl_model_load takes; NULL =
+                                   $CBL_MODEL, else the default model (qwen2.5-coder-1.5b) */
     const char *embedder_path;  /* NULL = $CBL_EMBED_MODEL, else the default embedder; a missing
                                    default file means BM25-only retrieval (reported, not an error) */
     const char *data_dir;       /* NULL = ${XDG_DATA_HOME:-~/.local/share}/cacheblend; created 0700 */

@@ -125,9 +125,45 @@ CBL_API cbl_status cbl_x_kvstore_calibration(cbl_kvstore *store, const cbl_model
                                              int32_t kv_format, cbl_x_calibration *out,
                                              bool *out_found);
 
-/** Where cbl_model_load(NULL, ...) looks: $CBL_MODEL, else the default model in the user cache.
- *  Free *out with cbl_free. */
+/** Where cbl_model_load(NULL, ...) looks: $CBL_MODEL (a path or a model name), else the default
+ *  model (qwen2.5-coder-1.5b) in the cache folder. Free *out with cbl_free. */
 CBL_API cbl_status cbl_x_default_model_path(char **out);
+
+/* ---- named models: the library's registry (core/model-registry.tsv in the source tree) ----
+ * A name such as "qwen2.5-coder-1.5b" works wherever a model path does (cbl_model_load,
+ * cbl_runtime_params.model_path, CBL_MODEL): an existing file of that name wins, otherwise it means
+ * the model's file in the cache folder, which scripts/fetch-model.sh NAME fills (the library never
+ * downloads). */
+
+typedef struct cbl_x_registry_model {
+    size_t struct_size;      /* set by cbl_x_registry_model_init() */
+    const char *name;        /* "qwen2.5-coder-1.5b" */
+    const char *file;        /* the file's name in the cache folder (see cbl_x_model_path) */
+    uint64_t bytes;          /* the file's size */
+    const char *sha256;      /* the file's sha256, 64 lowercase hex digits */
+    const char *licence;     /* as the registry states it, e.g. "Apache-2.0" */
+    const char *description; /* one line */
+    bool is_default;         /* what a NULL model path loads when CBL_MODEL is not set */
+} cbl_x_registry_model;
+
+static inline void cbl_x_registry_model_init(cbl_x_registry_model *m) {
+    memset(m, 0, sizeof(*m));
+    m->struct_size = sizeof(*m);
+}
+
+/** How many named models the library knows. */
+CBL_API size_t cbl_x_model_registry_count(void);
+/** The named model at index (registry order); CBL_RANGE when index >= the count. The strings are
+ *  static: valid for the life of the process. */
+CBL_API cbl_status cbl_x_model_registry_get(size_t index, cbl_x_registry_model *out);
+/** The file cbl_model_load(name_or_path, ...) opens: NULL or "" = the default (as
+ *  cbl_x_default_model_path); a model name = its file in the cache folder unless a file of that
+ *  name exists; anything else as given. Does not check that the file exists. Free *out with
+ *  cbl_free. */
+CBL_API cbl_status cbl_x_model_path(const char *name_or_path, char **out);
+/** The cache folder of named models, ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models. Free *out
+ *  with cbl_free. */
+CBL_API cbl_status cbl_x_model_cache_dir(char **out);
 
 /* ---- evaluation metrics of DESIGN §9 (the paper's definitions) ---- */
 

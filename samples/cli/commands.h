@@ -22,8 +22,9 @@ int run_calibrate(const std::vector<std::string>& args);
 int run_ingest(const std::vector<std::string>& args);
 int run_search(const std::vector<std::string>& args);
 int run_ask(const std::vector<std::string>& args);
+int run_models(const std::vector<std::string>& args);
 
-// --model M, defaulting to the library's default model.
+// --model M (a GGUF path or a model name), defaulting to the library's default model.
 flag_spec model_flag();
 // --data DIR: a data directory (catalog, index, KV store).
 flag_spec data_flag();

@@ -12,7 +12,9 @@ namespace cacheblend::cli {
 const char* const k_version = CBL_VERSION_STRING;
 
 flag_spec model_flag() {
-    return {"model", "M", "GGUF model file (default: $CBL_MODEL or the cached SmolLM2 model)"};
+    return {"model", "M",
+            "GGUF model file or model name (see `cacheblend models`; default: $CBL_MODEL, else "
+            "qwen2.5-coder-1.5b)"};
 }
 
 bool print_help_if_asked(const command_spec& spec, const parsed_args& a) {

@@ -204,11 +204,11 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     // Every record as the paper's musique prompt; the context is sized to the longest that fits.
     eval_meta& meta = run.meta;
     meta.dataset = *dataset;
-    if (a.has("model")) {
-        meta.model = *a.get("model");
-    } else {
+    {
+        // The file, also when --model is a name or absent, so the summary says what was measured.
+        const std::string model_arg = a.get_or("model", "");
         char* path = nullptr;
-        check(cbl_x_default_model_path(&path));
+        check(cbl_x_model_path(model_arg.empty() ? nullptr : model_arg.c_str(), &path));
         meta.model = path;
         cbl_free(path);
     }

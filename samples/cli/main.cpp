@@ -34,6 +34,8 @@ const command_entry k_commands[] = {
     {"eval", "compare modes on a QA dataset", cacheblend::cli::run_eval},
     {"calibrate", "record the smallest ratio that keeps blending faithful to full prefill",
      cacheblend::cli::run_calibrate},
+    {"models", "list the named models, where they are cached and which are present",
+     cacheblend::cli::run_models},
 };
 
 std::string top_help() {

@@ -10,7 +10,9 @@ llama.cpp: llama-cpp-python from scripts/peer/setup-llama-cpp.sh (runs under its
            n_threads = n_threads_batch = --threads. Prefill: random non-special token ids, a fresh
            context per run; decode: greedy tokens after a 16-token prompt. One warm-up run, then the
            median of --runs runs. Ours runs first, so llama.cpp's OpenMP threads cannot disturb it.
-Targets (DESIGN.md §10): prefill >= 1.0x llama.cpp, decode >= 0.9x. --check exits 1 when one is missed.
+Targets (DESIGN.md §10): prefill >= 1.3x llama.cpp on K-quant models (Qwen) and >= 2.5x on
+SmolLM2's Q4_1, decode >= 1.2x; --target-prefill / --target-decode override them. --check exits 1
+when one is missed.
 The CPU time other processes take during each half is measured and reported: on a busy machine
 (a share above 5%) the numbers are flagged as not trustworthy.
 """
@@ -26,7 +28,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFILL_SIZES = (512, 2048)
 DECODE_PROMPT, DECODE_TOKENS = 16, 128
-TARGETS = {"prefill": 1.0, "decode": 0.9}
+TARGETS = {"prefill": 1.3, "decode": 1.2}
+# Models where llama.cpp has no fast path (Q4_1): the bar is higher.
+PREFILL_TARGET_BY_NAME = {"SmolLM2": 2.5}
 
 
 def _reexec_in_peer_venv():
@@ -50,11 +54,11 @@ def log(msg):
     print(f"bench-vs-llama-cpp: {msg}", file=sys.stderr, flush=True)
 
 
-def default_model():
-    if os.environ.get("CBL_MODEL"):
-        return os.environ["CBL_MODEL"]
-    return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh")], check=True,
-                          stdout=subprocess.PIPE, text=True).stdout.strip()
+def default_model(name=None):
+    # A model name (e.g. qwen2.5-coder-0.5b), else $CBL_MODEL (a path or a name), else the default
+    # model: fetch-model.sh turns each into a file path, which is what llama.cpp opens.
+    return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh")] + ([name] if name else []),
+                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
 
 
 def peer_info():
@@ -201,15 +205,17 @@ def run_ours(cli, model, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="GGUF (default: scripts/fetch-model.sh)")
+    ap.add_argument("--model", default=None, help="GGUF (default: $CBL_MODEL, else qwen2.5-coder-1.5b, via scripts/fetch-model.sh)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3, help="timed runs per test (median), after a warm-up")
     ap.add_argument("--cli", default=os.path.join(REPO, "build", "bin", "cacheblend"))
     ap.add_argument("--peer-only", action="store_true", help="measure llama.cpp only")
     ap.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--target-prefill", type=float, default=None, help="prefill ratio target")
+    ap.add_argument("--target-decode", type=float, default=None, help="decode ratio target")
     args = ap.parse_args()
-    model = args.model or default_model()
+    model = args.model if args.model and os.path.isfile(args.model) else default_model(args.model)
 
     ours, load = {}, {}
     if not args.peer_only:
@@ -226,6 +232,14 @@ def main():
         log("WARNING: other processes used " + ", ".join(f"{v:.0%} of the CPU during the {k} half"
             for k, v in busy.items()) + "; these numbers are not trustworthy")
 
+    targets = dict(TARGETS)
+    for name, t in PREFILL_TARGET_BY_NAME.items():
+        if name in os.path.basename(model):
+            targets["prefill"] = t
+    if args.target_prefill is not None:
+        targets["prefill"] = args.target_prefill
+    if args.target_decode is not None:
+        targets["decode"] = args.target_decode
     rows = []
     for (kind, n), peer_rate in peer.items():
         our_rate = ours.get((kind, n))
@@ -233,8 +247,8 @@ def main():
         rows.append({"test": f"pp{n}" if kind == "prefill" else f"tg{n}", "kind": kind, "tokens": n,
                      "threads": args.threads, "llama_cpp_tokens_per_s": round(peer_rate, 2),
                      "ours_tokens_per_s": round(our_rate, 2) if our_rate else None,
-                     "ratio": round(ratio, 3) if ratio else None, "target": TARGETS[kind],
-                     "pass": (ratio >= TARGETS[kind]) if ratio else None})
+                     "ratio": round(ratio, 3) if ratio else None, "target": targets[kind],
+                     "pass": (ratio >= targets[kind]) if ratio else None})
     info = peer_info()
     report = {"model": {"file": os.path.basename(model)}, "threads": args.threads, "runs": args.runs,
               "foreign_cpu_share": {k: round(v, 3) for k, v in load.items()},

@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""Generate tests/data/llama-cpp-parity.json: llama.cpp's tokenization and greedy decoding of a fixed
-set of prompts on the default model, the reference our engine is tested against (CI needs no llama.cpp).
+"""Generate tests/data/llama-cpp-parity*.json: llama.cpp's tokenization and greedy decoding of a fixed
+set of prompts on one model, the reference our engine is tested against (CI needs no llama.cpp).
 
     bash scripts/peer/setup-llama-cpp.sh            # once: builds the pinned peer in a venv
-    python3 scripts/peer/gen-fixtures.py [--model M] [--out FILE] [--steps 32]
+    python3 scripts/peer/gen-fixtures.py [--preset P] [--model M] [--out FILE] [--steps 32]
+
+Presets (the model's file and env var; the fixture test tests/model/test_llama_cpp_parity.cpp reads
+the same file through the same variable):
+    smollm2-135m        CBL_MODEL (else scripts/fetch-model.sh)   -> tests/data/llama-cpp-parity.json
+    qwen2.5-coder-0.5b  CBL_QWEN_MODEL   -> tests/data/llama-cpp-parity-qwen2.5-coder-0.5b.json
+    qwen2.5-coder-1.5b  CBL_QWEN15_MODEL -> tests/data/llama-cpp-parity-qwen2.5-coder-1.5b.json
+A Qwen model without its variable is looked up in ${XDG_CACHE_HOME:-~/.cache}/cacheblend/models/.
 
 Runs under the peer venv's python (re-executes itself there when llama_cpp is not importable).
 For every prompt it records the prompt token ids, then decodes greedily one token at a time, taking
@@ -11,6 +18,8 @@ the full log-softmax of the logits at every step: chosen id, its log-probability
 (id, logprob) and the gap between the two best log-probabilities (small gaps are numerical near-ties
 where an engine may legitimately choose the other token). Decoding stops after --steps tokens or at
 an end-of-generation token, which is then the last step (and not part of `tokens`).
+It also records llama.cpp's ids for a set of tokenizer-only strings (TOKENIZER: pre-tokenizer edge
+cases, tokenized with add_special = parse_special = false as llama.cpp's test-tokenizer-0 does).
 """
 import argparse
 import datetime
@@ -139,6 +148,30 @@ CHAT = [
 ]
 
 
+# Tokenizer-only strings (no decoding): the corners of byte-level BPE pre-tokenizers (qwen2 splits
+# single digits, matches contractions case-insensitively, keeps one leading non-letter on words and
+# peels off the last space of a whitespace run).
+TOKENIZER = [
+    "", " ", "  ", "   ", "\t", "\n", "\n\n", "\n\n\n", "\t\n", " \n", "\n ", "   \n  \n",
+    "Hello world", " Hello world", "Hello World", " Hello World", " Hello World!", "Hello, world!",
+    " the 🐪.py module", "q9z 42abc xyzzy7", "Добър ден, свят", "ភាសាខ្មែរ",
+    "🚀 launch 😶\u200d🌫️ fog ✅ done",
+    "3", "33", "333", "3333", "33333", "333333", "3333333", "12,345.678", "-0.5e-10", "v1.2.3-rc4",
+    "I'M HERE, YOU'RE THERE, HE'S, WE'VE, THEY'LL, I'D, DON'T", "it's 'quoted' and ''double''",
+    "rock'n'roll o'clock 'tis", "ﬁ ligature, Ａ full-width, ① circled, Ⅻ roman, ½ fraction",
+    "a\u0301 e\u0300 (combining marks) and \u00e9 (precomposed)", "x\u200by\u200cz\u200dw\ufeffv",
+    "foo.bar_baz-qux::quux->corge", "$$$ ### !!! ??? ... ;;; ,,, ((( )))", "__init__(self, *args, **kwargs)",
+    "    indented\n\tTabbed\n  \t mixed", "trailing   \n\n   \n", "\r\n\r\n\r", "a\x00b\x01c\x7f",
+    "<|im_start|>system<|im_end|><|endoftext|> as plain text", "<|fim_prefix|>def f():<|fim_suffix|>",
+    "中文句子，包括标点符号。还有English混合",
+    "日本語のテキスト：ひらがな、カタカナ、漢字。", "한국어 텍스트와 숫자 123",
+    "\U0001f9d1\U0001f3fd\u200d\U0001f4bb\U0001f1ef\U0001f1f5\U0001f3f3\ufe0f\u200d\U0001f308",
+    "\u00a0\u2009\u3000\u2028\u2029\u0085", "ǅ ǈ ǋ ǲ titlecase, ʰʲ modifiers, Ⓐ symbol",
+    "https://example.com/a?b=1&c=%20#d", "user@example.org", "C:\\Users\\name\\file.txt",
+    "0x1F 0b1010 1e9 1_000_000", "ĠĊ ĉ (byte-level symbols as text)",
+]
+
+
 def render_chatml(messages):
     """llama.cpp's built-in (non-Jinja) ChatML formatting, with the assistant opening appended."""
     out = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in messages)
@@ -172,11 +205,24 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def default_model():
-    if os.environ.get("CBL_MODEL"):
-        return os.environ["CBL_MODEL"]
-    return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh")], check=True,
-                          stdout=subprocess.PIPE, text=True).stdout.strip()
+# name -> (env var, model file, fixture file)
+PRESETS = {
+    "smollm2-135m": ("CBL_MODEL", "SmolLM2-135M-Instruct.Q4_1.gguf", "llama-cpp-parity.json"),
+    "qwen2.5-coder-0.5b": ("CBL_QWEN_MODEL", "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+                           "llama-cpp-parity-qwen2.5-coder-0.5b.json"),
+    "qwen2.5-coder-1.5b": ("CBL_QWEN15_MODEL", "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
+                           "llama-cpp-parity-qwen2.5-coder-1.5b.json"),
+}
+
+
+def preset_model(preset):
+    # The preset's environment variable, else the registry model of that name (the preset names
+    # are model names), which fetch-model.sh downloads once and turns into a path.
+    env, _, _ = PRESETS[preset]
+    if os.environ.get(env):
+        return os.environ[env]
+    return subprocess.run(["bash", os.path.join(REPO, "scripts", "fetch-model.sh"), preset],
+                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
 
 
 def peer_info():
@@ -209,11 +255,19 @@ def log_softmax(logits):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="GGUF (default: scripts/fetch-model.sh)")
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "llama-cpp-parity.json"))
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="smollm2-135m",
+                    help="which model and fixture file (default: smollm2-135m)")
+    ap.add_argument("--model", default=None, help="GGUF (default: the preset's, see above)")
+    ap.add_argument("--out", default=None, help="fixture file (default: the preset's in tests/data)")
     ap.add_argument("--steps", type=int, default=32, help="greedy tokens per prompt")
     args = ap.parse_args()
-    model = args.model or default_model()
+    model = args.model or preset_model(args.preset)
+    expect_file = PRESETS[args.preset][1]
+    if args.out is None:
+        if os.path.basename(model) != expect_file:
+            sys.exit(f"gen-fixtures: error: {model} is not {expect_file} (preset {args.preset}); "
+                     "pass --out to write a fixture for another model")
+        args.out = os.path.join(REPO, "tests", "data", PRESETS[args.preset][2])
 
     global _quiet  # the C side keeps the callback pointer: keep the Python object alive
     _quiet = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
@@ -263,6 +317,9 @@ def main():
                       "messages": [{"role": r, "content": c} for r, c in messages],
                       "add_special": add_special, "parse_special": parse_special, "prompt_tokens": ids})
 
+    tokenizer_cases = [{"text": t, "ids": llm.tokenize(t.encode(), add_bos=False, special=False)}
+                       for t in TOKENIZER]
+
     for i, case in enumerate(cases):
         tokens, stop, steps = decode_case(case["prompt_tokens"])
         case.update({"tokens": tokens, "text": llm.detokenize(tokens).decode("utf-8", "replace"),
@@ -287,16 +344,22 @@ def main():
         "eog_ids": eog,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "n_cases": len(cases),
+        "tokenizer_format": "tokenizer_cases: text tokenized with add_special = parse_special = false",
     }
-    write_json(args.out, header, cases)
+    write_json(args.out, header, cases, tokenizer_cases)
     print(f"gen-fixtures: wrote {len(cases)} cases to {args.out} ({os.path.getsize(args.out)} bytes)",
           file=sys.stderr)
 
 
-def write_json(path, header, cases):
+def write_json(path, header, cases, tokenizer_cases):
     """Compact but diffable: one line per step, scalars of a case on their own lines."""
     d = lambda v: json.dumps(v, ensure_ascii=False)
-    lines = ["{", f' "header": {json.dumps(header, ensure_ascii=False, indent=2)},', ' "cases": [']
+    lines = ["{", f' "header": {json.dumps(header, ensure_ascii=False, indent=2)},']
+    if tokenizer_cases:
+        lines.append(' "tokenizer_cases": [')
+        lines.append(",\n".join(f"  {d(t)}" for t in tokenizer_cases))
+        lines.append(' ],')
+    lines.append(' "cases": [')
     for ci, case in enumerate(cases):
         fields = [f'  "{k}": {d(v)}' for k, v in case.items() if k != "steps"]
         steps = ",\n".join(f"   {d(s)}" for s in case["steps"])

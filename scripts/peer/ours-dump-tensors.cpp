@@ -15,6 +15,7 @@
 
 #include "core/forward.h"
 #include "core/model.h"
+#include "core/model-registry.h"
 #include "util/json.h"
 
 using namespace cacheblend;
@@ -44,7 +45,11 @@ int main(int argc, char** argv) {
     const int cs = std::atoi(argv[2]);
     g_dir = argv[3];
     const int nthr = argc > 4 ? std::atoi(argv[4]) : 1;
-    auto m = model::load(argc > 5 ? std::string(argv[5]) : default_model_path());
+    // The parity fixture is SmolLM2's: without MODEL, $CBL_MODEL (a path or a name), else
+    // smollm2-135m, never the library's default model.
+    const char* env = std::getenv("CBL_MODEL");
+    const std::string arg = argc > 5 ? argv[5] : env && *env ? env : "smollm2-135m";
+    auto m = model::load(resolve_model(arg).path);
     auto be = create_cpu_backend(nthr);
     const auto& hp = m->hparams();
     kv_cache cache(*be, hp, 512);

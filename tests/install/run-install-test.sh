@@ -3,14 +3,21 @@
 # header and library only, once through find_package(cacheblend) and once through pkg-config, and
 # runs both: ingest a small folder and answer a question with citations (issue 5).
 #   run-install-test.sh BUILD_DIR SOURCE_DIR
-# Exits 77 (skip) without the default model unless CBL_REQUIRE_MODEL=1.
+# Runs on the suite's model: $CBL_MODEL (a path or a model name), else smollm2-135m. Exits 77
+# (skip) without it unless CBL_REQUIRE_MODEL=1.
 set -euo pipefail
 build=$1
 src=$2
-model=${CBL_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+model=${CBL_MODEL:-smollm2-135m}
 if [[ ! -f $model ]]; then
-  [[ ${CBL_REQUIRE_MODEL:-} == 1 ]] && { echo "default model missing: $model" >&2; exit 1; }
-  echo "skip: default model missing: $model" >&2
+  # A model name: its file in the cache folder, as the library resolves it (the registry is the
+  # one place that maps names to files).
+  file=$(awk -F'\t+' -v n="$model" '$1 == "model" && $2 == n { print $3 }' "$src/core/model-registry.tsv")
+  if [[ -n $file ]]; then model=${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/$file; fi
+fi
+if [[ ! -f $model ]]; then
+  [[ ${CBL_REQUIRE_MODEL:-} == 1 ]] && { echo "the suite's model is missing: $model" >&2; exit 1; }
+  echo "skip: the suite's model is missing: $model" >&2
   exit 77
 fi
 export CBL_MODEL=$model

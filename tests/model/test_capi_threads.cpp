@@ -132,7 +132,19 @@ TEST(CapiThreads, EightThreadsShareOneRuntime) {
     }
     EXPECT_EQ(failures.load(), 0);
     EXPECT_EQ(shared_ok.load() + shared_misuse.load() + shared_aborted.load(), 2 * k_threads);
-    EXPECT_GE(shared_ok.load(), 1);
+    // Whether any of those calls got through depends on scheduling (on a loaded machine every
+    // one may meet a busy session or a cancel); what must hold is that the session still serves a
+    // call once the others are gone.
+    {
+        cbl_ask_params ap;
+        cbl_ask_params_init(&ap);
+        ap.k = 1;
+        ap.max_tokens = 2;
+        ap.search_mode = CBL_SEARCH_BM25;
+        cbl_answer* sa = nullptr;
+        EXPECT_EQ(cbl_session_ask(shared, "Where is the Amazon?", &ap, &sa), CBL_OK) << cbl_last_error();
+        cbl_answer_free(sa);
+    }
 
     // Odd threads' documents stay, even threads' are gone.
     cbl_search_params q;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model-registry.h"
 #include "util/json.h"
 #include "util/cli-runner.h"
 #include "util/test-util.h"
@@ -241,6 +242,17 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     EXPECT_NE(r.err.find("eval: record 2/2 (full, reuse, blend), elapsed "), std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find(", ETA "), std::string::npos) << r.err;  // after record 1 of 2
+
+    // The summary names the model's file, also when --model is a name.
+    EXPECT_EQ(j["model"].str, model_);
+    if (model_ == cacheblend::resolve_model("smollm2-135m").path) {
+        const run_result n = cbltest::run_cli(
+            {"eval", "--model", "smollm2-135m", "--threads", "1", "--dataset", dataset, "--modes",
+             "full", "--limit", "1", "--max-tokens", "2", "--store", dir_ + "/kv", "--json"},
+            dir_ + "/stderr");
+        ASSERT_EQ(n.exit_code, 0) << n.err;
+        EXPECT_EQ(json::parse(n.out)["model"].str, model_);
+    }
 
     // --out holds every record with every mode's answer.
     json o;

@@ -1,4 +1,4 @@
-// The GGUF reader on the real default model (SmolLM2-135M-Instruct Q4_1).
+// The GGUF reader on the suite's real model (SmolLM2-135M-Instruct Q4_1).
 #include <gtest/gtest.h>
 
 #include <chrono>

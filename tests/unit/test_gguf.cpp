@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cacheblend.h"
 #include "core/error.h"
 #include "core/gguf.h"
 #include "kernels/dtype.h"
@@ -595,12 +596,112 @@ TEST(gguf, past_eof_message_names_file_tensor_and_extent) {
     }
 }
 
+// A type ggml has (IQ, integer, f64, ternary, fp4 and removed ids) but we do not: UNSUPPORTED,
+// naming the tensor, ggml's name for the type and what a model may use instead. An id ggml never
+// had: FORMAT.
 TEST(gguf, unknown_tensor_type) {
-    for (uint32_t id : {4u, 16u, 20u, 24u, 28u, 31u, 39u, 43u, 1000u, 0xffffffffu}) {
+    const std::string supported =
+        "weights must be one of: f32 f16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K bf16";
+    const std::pair<uint32_t, const char*> known[] = {
+        {4, "q4_2 (removed from ggml)"}, {16, "iq2_xxs"}, {20, "iq4_nl"}, {23, "iq4_xs"},
+        {24, "i8"}, {28, "f64"}, {29, "iq1_m"}, {31, "q4_0_4_4 (removed from GGUF files)"},
+        {34, "tq1_0"}, {39, "mxfp4"}, {40, "nvfp4"}, {41, "q1_0"},
+    };
+    for (const auto& [id, name] : known) {
+        gguf_builder b;
+        b.add_tensor_filled("a", dtype::f32, {8});
+        b.add_tensor_raw("blk.0.attn_q.weight", id, {32}, bytes_of(64, 0));
+        gguf_layout lay;
+        const auto img = b.build(&lay);
+        const std::string expect = "gguf: test.gguf: tensor 'blk.0.attn_q.weight': ggml type " +
+                                   std::string(name) + " (id " + std::to_string(id) +
+                                   ", at offset " + std::to_string(lay.tensors[1].type) +
+                                   ") is not supported; " + supported;
+        try {
+            parse(img);
+            ADD_FAILURE() << "type " << id << " accepted";
+        } catch (const cacheblend::error& e) {
+            EXPECT_EQ(e.code(), status::unsupported) << id;
+            EXPECT_EQ(e.what(), expect);
+        }
+    }
+    for (uint32_t id : {42u, 43u, 64u, 1000u, 0xffffffffu}) {
         gguf_builder b;
         b.add_tensor_raw("t", id, {32}, bytes_of(64, 0));
-        EXPECT_TRUE(fails_with(b.build(), status::format, "ggml type id")) << id;
+        gguf_layout lay;
+        const auto img = b.build(&lay);
+        EXPECT_TRUE(fails_with(img, status::format,
+                               "tensor 't': unknown ggml type id " + std::to_string(id) +
+                                   " at offset " + std::to_string(lay.tensors[0].type) +
+                                   " (not a ggml type: a newer GGUF or a corrupt file)"))
+            << id;
     }
+}
+
+// The same through model loading and the C API: a small but complete llama model whose attn_q is
+// IQ2_XXS is refused with CBL_UNSUPPORTED and a message naming the file, tensor and type; one
+// whose attn_q is Q8_K (a ggml type we have, but only for activations) likewise.
+namespace {
+
+gguf_builder tiny_llama(uint32_t attn_q_type) {
+    const int64_t n_embd = 256, n_ff = 256, n_vocab = 5;
+    gguf_builder b;
+    b.set_str("general.architecture", "llama");
+    b.set_u32("llama.context_length", 64);
+    b.set_u32("llama.embedding_length", static_cast<uint32_t>(n_embd));
+    b.set_u32("llama.block_count", 1);
+    b.set_u32("llama.feed_forward_length", static_cast<uint32_t>(n_ff));
+    b.set_u32("llama.attention.head_count", 4);
+    b.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    b.set_str("tokenizer.ggml.model", "llama");
+    b.set_arr_str("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a", "b"});
+    b.set_arr_i32("tokenizer.ggml.token_type", {2, 3, 3, 1, 1});
+    b.set_arr_f32("tokenizer.ggml.scores", {0, 0, 0, -1, -2});
+    b.add_tensor_filled("token_embd.weight", dtype::q8_0, {n_embd, n_vocab});
+    b.add_tensor_f32("output_norm.weight", {n_embd}, std::vector<float>(n_embd, 1.f));
+    b.add_tensor_f32("blk.0.attn_norm.weight", {n_embd}, std::vector<float>(n_embd, 1.f));
+    const std::vector<int64_t> sq = {n_embd, n_embd};
+    const auto q_dtype = cacheblend::dtype_info(attn_q_type);
+    if (q_dtype) {
+        b.add_tensor_filled("blk.0.attn_q.weight", static_cast<dtype>(attn_q_type), sq);
+    } else {
+        b.add_tensor_raw("blk.0.attn_q.weight", attn_q_type, {256, 256}, bytes_of(256 * 66, 7));
+    }
+    b.add_tensor_filled("blk.0.attn_k.weight", dtype::q8_0, sq);
+    b.add_tensor_filled("blk.0.attn_v.weight", dtype::q8_0, sq);
+    b.add_tensor_filled("blk.0.attn_output.weight", dtype::q8_0, sq);
+    b.add_tensor_f32("blk.0.ffn_norm.weight", {n_embd}, std::vector<float>(n_embd, 1.f));
+    b.add_tensor_filled("blk.0.ffn_gate.weight", dtype::q8_0, {n_embd, n_ff});
+    b.add_tensor_filled("blk.0.ffn_up.weight", dtype::q8_0, {n_embd, n_ff});
+    b.add_tensor_filled("blk.0.ffn_down.weight", dtype::q8_0, {n_ff, n_embd});
+    return b;
+}
+
+}  // namespace
+
+TEST(gguf, model_with_unsupported_tensor_type_is_refused) {
+    cbltest::temp_file tmp("gguf");
+    // The control: the same model with a Q8_0 attn_q loads.
+    tiny_llama(static_cast<uint32_t>(dtype::q8_0)).write(tmp.path());
+    cbl_model* m = nullptr;
+    ASSERT_EQ(cbl_model_load(tmp.path().c_str(), nullptr, &m), CBL_OK) << cbl_last_error();
+    cbl_model_free(m);
+
+    tiny_llama(16).write(tmp.path());  // IQ2_XXS
+    m = reinterpret_cast<cbl_model*>(&tmp);
+    EXPECT_EQ(cbl_model_load(tmp.path().c_str(), nullptr, &m), CBL_UNSUPPORTED);
+    EXPECT_EQ(m, nullptr);
+    std::string msg = cbl_last_error();
+    EXPECT_EQ(msg.rfind("cbl_model_load: gguf: " + tmp.path() + ": tensor 'blk.0.attn_q.weight': ggml type iq2_xxs "
+                        "(id 16, at offset ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(") is not supported; weights must be one of: f32 f16 q4_0"), std::string::npos)
+        << msg;
+
+    tiny_llama(static_cast<uint32_t>(dtype::q8_k)).write(tmp.path());
+    EXPECT_EQ(cbl_model_load(tmp.path().c_str(), nullptr, &m), CBL_UNSUPPORTED);
+    EXPECT_EQ(m, nullptr);
+    msg = cbl_last_error();
+    EXPECT_EQ(msg, "cbl_model_load: model: " + tmp.path() + ": tensor 'blk.0.attn_q.weight' has activation-only type q8_K");
 }
 
 TEST(gguf, tensor_shapes) {

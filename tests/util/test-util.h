@@ -10,7 +10,8 @@
 
 namespace cbltest {
 
-// CBL_MODEL, else ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/SmolLM2-135M-Instruct.Q4_1.gguf.
+// The suite's model: CBL_MODEL (a path or a model name; util/suite-model.cpp sets smollm2-135m
+// when it is unset), resolved as the library does: SmolLM2-135M-Instruct.Q4_1.gguf in the cache.
 std::string default_model_path();
 bool file_exists(const std::string& path);
 // ../shared next to the checkout (peer test data); empty when absent.

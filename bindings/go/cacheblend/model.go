@@ -36,8 +36,10 @@ func loadModel(path string, vocabOnly bool) (*Model, error) {
 	return newModel(m), nil
 }
 
-// LoadModel loads a GGUF model with its weights. An empty path loads the default model:
-// $CBL_MODEL, else the default model in the user cache (as RuntimeOptions.ModelPath does).
+// LoadModel loads a GGUF model with its weights. path is a file or a model name such as
+// "qwen2.5-coder-1.5b" (its file in the user cache, fetched by scripts/fetch-model.sh NAME). An
+// empty path loads the default model: $CBL_MODEL, else qwen2.5-coder-1.5b (as
+// RuntimeOptions.ModelPath does).
 func LoadModel(path string) (*Model, error) { return loadModel(path, false) }
 
 // LoadVocab loads only the tokenizer of a GGUF model (or a vocabulary-only GGUF file); an empty

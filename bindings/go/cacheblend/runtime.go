@@ -41,7 +41,8 @@ func Devices() []string {
 
 // RuntimeOptions configure Open. The zero value of every field selects the library default.
 type RuntimeOptions struct {
-	// ModelPath is the GGUF model; "" = $CBL_MODEL, else the default model in the user cache.
+	// ModelPath is the GGUF model, a file or a model name; "" = $CBL_MODEL, else the default
+	// model (qwen2.5-coder-1.5b in the user cache).
 	ModelPath string
 	// EmbedderPath is the embedding model; "" = $CBL_EMBED_MODEL, else the default embedder. A
 	// missing default embedder means BM25-only retrieval, reported by Runtime.Notice.

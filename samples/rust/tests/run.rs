@@ -1,12 +1,14 @@
 //! Runs the sample as a user would: ingest a small folder (with one unreadable file), ask, and
-//! check the streamed answer and the citation. Skipped without the default model unless
+//! check the streamed answer and the citation, on the suite's model ($CBL_MODEL, else SmolLM2 in
+//! the user cache; the library's own default is qwen2.5-coder-1.5b). Skipped without it unless
 //! CBL_REQUIRE_MODEL=1.
 use std::env;
 use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn model_present() -> bool {
+/// The suite's model when it is there (the sample gets it as CBL_MODEL).
+fn suite_model() -> Option<PathBuf> {
     let path = match env::var_os("CBL_MODEL").filter(|m| !m.is_empty()) {
         Some(m) => PathBuf::from(m),
         None => {
@@ -20,20 +22,21 @@ fn model_present() -> bool {
         }
     };
     if path.is_file() {
-        return true;
+        return Some(path);
     }
     if env::var("CBL_REQUIRE_MODEL").map_or(false, |v| v == "1") {
-        panic!("default model missing: {}", path.display());
+        panic!("the suite's model is missing: {}", path.display());
     }
-    eprintln!("skipping: default model missing: {}", path.display());
-    false
+    eprintln!("skipping: the suite's model is missing: {}", path.display());
+    None
 }
 
 #[test]
 fn sample_ingests_a_folder_and_answers_with_citations() {
-    if !model_present() {
-        return;
-    }
+    let model = match suite_model() {
+        Some(m) => m,
+        None => return,
+    };
     let tmp = env::temp_dir().join(format!("cbl-rust-sample-{}", std::process::id()));
     let docs = tmp.join("docs");
     fs::create_dir_all(&docs).unwrap();
@@ -54,6 +57,7 @@ fn sample_ingests_a_folder_and_answers_with_citations() {
         .arg(&docs)
         .arg("Where is Kilimanjaro?")
         .env_remove("LD_LIBRARY_PATH") // the rpath finds the library
+        .env("CBL_MODEL", &model)
         .output()
         .expect("run the sample");
     let _ = fs::remove_dir_all(&tmp);

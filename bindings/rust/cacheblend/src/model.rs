@@ -24,13 +24,14 @@ unsafe impl Send for Model {}
 unsafe impl Sync for Model {}
 
 impl Model {
-    /// Loads a GGUF model from `path`.
+    /// Loads a GGUF model from `path`: a file, or a model name such as `"qwen2.5-coder-1.5b"`
+    /// (its file in the user cache, fetched by `scripts/fetch-model.sh NAME`).
     pub fn load(path: impl AsRef<Path>, options: &ModelOptions) -> Result<Model> {
         let path = path_cstring("model path", path.as_ref())?;
         Model::load_raw(path.as_ptr(), options)
     }
 
-    /// Loads the default model: `$CBL_MODEL`, else the default model in the user cache (the one
+    /// Loads the default model: `$CBL_MODEL`, else qwen2.5-coder-1.5b in the user cache (the one
     /// [`Runtime::open`](crate::Runtime::open) loads without a model path).
     pub fn load_default(options: &ModelOptions) -> Result<Model> {
         Model::load_raw(ptr::null(), options)

@@ -138,7 +138,8 @@ impl RuntimeOptions {
         Self::default()
     }
     setters! {
-        /// The GGUF model (default: `$CBL_MODEL`, else the default model in the user cache).
+        /// The GGUF model, a file or a model name (default: `$CBL_MODEL`, else
+        /// qwen2.5-coder-1.5b in the user cache).
         fn model_path(path: impl Into<PathBuf>) { model_path = Some(path.into()) }
         /// The embedding model (default: `$CBL_EMBED_MODEL`, else the default embedder; when that
         /// file is missing retrieval is BM25-only and [`Runtime::notice`](crate::Runtime::notice)
