@@ -6,15 +6,17 @@
 // followed by per-column int32 sub-block scales, the zero-point correction, the float scales and
 // the mins. A 4-row x 32-column register tile keeps the sub-block sums, the group's int32 total
 // and the float accumulators; activations are broadcast 4 bytes at a time.
-// Decode (gemv_rows): each weight row's group is unpacked into natural element order in L1 and
-// dotted with every activation row, lanes over k; the group's total is reduced exactly and the
-// float steps run per output, in the same order as the tile's lanes do.
+// Decode (gemv_rows): the raw blocks of 16 weight rows are unpacked in registers and dotted with
+// each activation row, lanes over k; a transpose-add tree turns the 16 rows' lane vectors into one
+// vector of exact group totals (lane r = row r), and the float steps run with lanes over rows, in
+// the same order as the tile's lanes run them.
 //
 // Operand signs: vpdpbusd multiplies unsigned by signed bytes. q4_0/q5_0/q4_K/q5_K weights stay
 // unsigned (0..31) and meet signed activations (q4_0/q5_0's zero point is taken off as zp times
-// the activation's block sum); q6_K's scales differ per 16 elements, so its weights are made signed
-// (q - 32) and meet activations stored as u8 = s8 + 128, whose extra 128 * sum(w) per sub-block is
-// taken off by a per-column correction computed when the weights are unpacked.
+// the activation's block sum); q6_K's zero point (32) sits under a scale that changes every 16
+// elements, where it would cost sum_j sc_j * asum16_j per output, so its weights are made signed
+// (q - 32) instead and meet activations stored as u8 = s8 + 128, whose extra 128 * sum(w) per
+// sub-block depends on the weights only: a per-column correction computed when they are unpacked.
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
