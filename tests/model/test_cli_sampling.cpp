@@ -82,7 +82,10 @@ TEST(CliSampling, GenerateMapsTheFlagsOntoTheLibrary) {
         EXPECT_EQ(r.exit_code, 0) << r.err;
         std::vector<int64_t> out;
         if (r.exit_code == 0) {
-            for (const json& t : json::parse(r.out)["tokens"].arr) out.push_back(t.as_int());
+            // Keep the parsed document alive: a range-for over a member of a temporary would
+            // iterate freed memory.
+            const json doc = json::parse(r.out);
+            for (const json& t : doc["tokens"].arr) out.push_back(t.as_int());
         }
         return out;
     };
