@@ -1,7 +1,9 @@
 // y = x * W^T with W in its GGUF type.
 //
-// q4_1 / q8_0 on AVX-512 (the default model): matmul_qgemm, an int8 GEMM bit-exact with ggml's
-// vec_dot at every m. Other types and ISAs:
+// q4_0 / q5_0 / q4_K / q5_K / q6_K on AVX-512 VNNI (the Qwen models): matmul_igemm, the integer
+// GEMM of igemm.h (docs/kernels.md), the same bits at every m.
+// q4_1 / q8_0 on AVX-512 (SmolLM2): matmul_qgemm, an int8 GEMM bit-exact with ggml's vec_dot at
+// every m. Other types and ISAs:
 // Small m (decode): activations are quantized once to vec_dot_type(W) and each thread runs
 // vec_dot_rows over its range of weight rows (int8 dot products for quantized W).
 // Large m (prefill): the threads first dequantize W (a chunk of output columns at a time) into
