@@ -79,6 +79,18 @@ std::vector<float> random_acts(int64_t n, uint32_t seed) {
 
 bool have_kernels() { return cb::igemm::active(dtype::q4_k); }
 
+// The scalar reference's outputs, [m][n].
+std::vector<float> reference_outputs(const raw_weights& w, const cb::igemm::acts& a, int64_t m) {
+    std::vector<float> ref(static_cast<size_t>(m * w.rows));
+    for (int64_t i = 0; i < m; ++i) {
+        for (int64_t r = 0; r < w.rows; ++r) {
+            ref[i * w.rows + r] =
+                cb::igemm::reference_dot(w.type, w.cols, w.data.data() + r * w.row_bytes, a, i);
+        }
+    }
+    return ref;
+}
+
 }  // namespace
 
 TEST(Igemm, KernelsMatchReferenceBitForBit) {
@@ -94,12 +106,8 @@ TEST(Igemm, KernelsMatchReferenceBitForBit) {
         buf.reserve(t, k, m);
         buf.quantize_rows(x.data(), k, 0, m);
         const cb::igemm::acts a = buf.view();
-        std::vector<float> ref(static_cast<size_t>(m * n)), g(ref.size()), v(ref.size());
-        for (int64_t i = 0; i < m; ++i) {
-            for (int64_t r = 0; r < n; ++r) {
-                ref[i * n + r] = cb::igemm::reference_dot(t, k, w.data.data() + r * w.row_bytes, a, i);
-            }
-        }
+        const std::vector<float> ref = reference_outputs(w, a, m);
+        std::vector<float> g(ref.size()), v(ref.size());
         cb::igemm::gemm_rows(t, k, w.data.data(), w.row_bytes, n, a, 0, m, g.data(), n);
         cb::igemm::gemv_rows(t, k, w.data.data(), w.row_bytes, n, a, 0, m, v.data(), n);
         for (size_t e = 0; e < ref.size(); ++e) {
@@ -145,12 +153,7 @@ TEST(Igemm, MatmulIsBatchInvariantAndThreadInvariant) {
         cb::igemm::act_buffer buf;
         buf.reserve(t, k, m_all);
         buf.quantize_rows(x.data(), k, 0, m_all);
-        std::vector<float> ref(static_cast<size_t>(m_all * n));
-        for (int64_t i = 0; i < m_all; ++i) {
-            for (int64_t r = 0; r < n; ++r) {
-                ref[i * n + r] = cb::igemm::reference_dot(t, k, w.data.data() + r * w.row_bytes, buf.view(), i);
-            }
-        }
+        const std::vector<float> ref = reference_outputs(w, buf.view(), m_all);
         for (int nth : {1, 2, 3}) {
             cb::thread_pool pool(nth);
             for (int64_t m : {1, 2, 3, 8, 9, 17, 64, 70}) {

@@ -374,8 +374,8 @@ void gemm_t(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const a
 // are then reduced together (a transpose-add tree: lane r of the result is row r's exact group
 // total) and the float steps run with lanes over rows, as the prefill tile's lanes do.
 
-// Row r's 16 lanes summed into lane r (integer, exact).
-inline __m512i reduce16(const __m512i* v) {
+// Lane r of lo / hi: row r's sum over lanes 0-7 / 8-15 of v[r].
+inline void reduce16_halves(const __m512i* v, __m512i& lo, __m512i& hi) {
     __m512i t[8], u[4], w[2];
     for (int p = 0; p < 8; ++p) {
         t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]),
@@ -389,7 +389,15 @@ inline __m512i reduce16(const __m512i* v) {
         w[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0x88),
                                 _mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0xDD));
     }
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xDD));
+    lo = _mm512_shuffle_i32x4(w[0], w[1], 0x88);
+    hi = _mm512_shuffle_i32x4(w[0], w[1], 0xDD);
+}
+
+// Row r's 16 lanes summed into lane r (integer, exact).
+inline __m512i reduce16(const __m512i* v) {
+    __m512i lo, hi;
+    reduce16_halves(v, lo, hi);
+    return _mm512_add_epi32(lo, hi);
 }
 
 // One K-quant group in registers: the 256 values as 4 chunks of 64 (natural order), the lanes'
@@ -566,7 +574,7 @@ void gemv_k(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const a
 }
 
 // q4_0 / q5_0: two blocks of a row per zmm (lanes 0-7 block g, 8-15 block g + 1), 16 rows per
-// pass; the first three levels of reduce16 leave each row's two block sums in separate lanes.
+// pass; reduce16_halves leaves each row's two block sums in separate lanes.
 template <dtype T>
 inline __m512i unpack_pair(const uint8_t* b0, const uint8_t* b1) {
     const int qs_off = T == dtype::q5_0 ? 6 : 2;
@@ -582,25 +590,6 @@ inline __m512i unpack_pair(const uint8_t* b0, const uint8_t* b1) {
         v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(qh, _mm512_set1_epi8(0x10)));
     }
     return v;  // raw unsigned values: the zero point is taken off with the activation sums
-}
-
-// Lane r of lo / hi: row r's sum over lanes 0-7 / 8-15 of v[r].
-inline void reduce16_halves(const __m512i* v, __m512i& lo, __m512i& hi) {
-    __m512i t[8], u[4], w[2];
-    for (int p = 0; p < 8; ++p) {
-        t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]),
-                                _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
-    }
-    for (int q = 0; q < 4; ++q) {
-        u[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * q], t[2 * q + 1]),
-                                _mm512_unpackhi_epi64(t[2 * q], t[2 * q + 1]));
-    }
-    for (int r = 0; r < 2; ++r) {
-        w[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0x88),
-                                _mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0xDD));
-    }
-    lo = _mm512_shuffle_i32x4(w[0], w[1], 0x88);
-    hi = _mm512_shuffle_i32x4(w[0], w[1], 0xDD);
 }
 
 // MF > 0: exactly MF activation rows, known at compile time (decode: 1), so the 16 rows' lane
