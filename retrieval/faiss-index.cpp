@@ -12,8 +12,10 @@
 #include <faiss/index_io.h>
 #include <fcntl.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -270,16 +272,29 @@ void vector_index::save(const std::string& path, int64_t vector_version) const {
     body.append(reinterpret_cast<const char*>(sum), sizeof(sum));
 
     std::shared_ptr<file_io> io = posix_file_io();
-    const std::string tmp = path + ".tmp";
+    // A temp name of our own (pid + counter, O_EXCL): two writers never share one, and a failed
+    // save removes it (a killed writer's is removed by the next one under the writer lock).
+    static std::atomic<uint64_t> seq{0};
+    std::string tmp;
     int fd = -1;
-    check_io(io->open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600, &fd), status::io_write,
-             "vector index: create", tmp);
-    io_fd f(io.get(), fd);
-    check_io(io->pwrite(fd, body.data(), body.size(), 0), status::io_write, "vector index: write",
-             tmp);
-    check_io(io->fsync(fd), status::io_write, "vector index: fsync", tmp);
-    check_io(f.close(), status::io_write, "vector index: close", tmp);
-    check_io(io->rename(tmp, path), status::io_write, "vector index: rename to", path);
+    for (int attempt = 0;; ++attempt) {
+        tmp = fmt("%s.tmp.%ld.%llu", path.c_str(), static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(seq.fetch_add(1)));
+        const int err = io->open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600, &fd);
+        if (err == 0) break;
+        if (err != EEXIST || attempt >= 100) check_io(err, status::io_write, "vector index: create", tmp);
+    }
+    try {
+        io_fd f(io.get(), fd);
+        check_io(io->pwrite(fd, body.data(), body.size(), 0), status::io_write,
+                 "vector index: write", tmp);
+        check_io(io->fsync(fd), status::io_write, "vector index: fsync", tmp);
+        check_io(f.close(), status::io_write, "vector index: close", tmp);
+        check_io(io->rename(tmp, path), status::io_write, "vector index: rename to", path);
+    } catch (...) {
+        io->unlink(tmp);
+        throw;
+    }
     const size_t slash = path.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
     check_io(io->fsync_dir(dir.empty() ? "/" : dir), status::io_write, "vector index: fsync",

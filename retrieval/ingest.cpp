@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <set>
 #include <unordered_set>
 
@@ -193,10 +194,44 @@ struct corpus::doc_input {
     int64_t mtime_ns = 0;
 };
 
+// Holds the writer lock for one write operation and keeps index_version_ honest: on a normal
+// exit every catalog change since sync_index_locked() was ours and mirrored in the index; after an
+// error one may be half done, so the index is reloaded before its next use.
+class corpus::write_scope {
+public:
+    write_scope(corpus& c, const ingest_params* p)
+        : c_(c), lock_(c.lock_writer(p)), exceptions_(std::uncaught_exceptions()) {
+        c_.sync_index_locked();
+    }
+    ~write_scope() {
+        if (std::uncaught_exceptions() > exceptions_) {
+            c_.index_version_ = -1;
+            return;
+        }
+        try {
+            c_.index_version_ = c_.cat_->vector_version();
+        } catch (...) {
+            c_.index_version_ = -1;
+        }
+    }
+    write_scope(const write_scope&) = delete;
+    write_scope& operator=(const write_scope&) = delete;
+
+private:
+    corpus& c_;
+    std::unique_ptr<writer_lock> lock_;
+    int exceptions_;
+};
+
 corpus::~corpus() {
     try {
         std::lock_guard<std::mutex> lock(write_mu_);
-        save_index_locked();
+        // Only an index that mirrors the catalog is saved, and only under the writer lock:
+        // otherwise the next opener rebuilds it from the catalog.
+        if (index_ && index_dirty_) {
+            const std::unique_ptr<writer_lock> wl = writer_lock::try_acquire(dir_);
+            if (wl && cat_->vector_version() == index_version_) save_index_locked();
+        }
     } catch (...) {  // a destructor must not throw; the index is rebuilt on the next open
     }
 }
@@ -215,17 +250,106 @@ std::unique_ptr<corpus> corpus::open(const std::string& dir, corpus_params p) {
     if (c->p_.emb) {
         const std::string id = c->p_.emb->id();
         const std::string dim = std::to_string(c->p_.emb->dim());
-        const auto old_id = c->cat_->get_meta("embedder_id");
-        const auto old_dim = c->cat_->get_meta("embed_dim");
-        if ((old_id && *old_id != id) || (old_dim && *old_dim != dim)) {
-            // Vectors of another model are meaningless here: drop them; ingest re-embeds.
-            c->cat_->clear_embeddings();
+        if (c->cat_->get_meta("embedder_id") != id || c->cat_->get_meta("embed_dim") != dim) {
+            // A first open or another embedder: a write, so under the writer lock (re-read there).
+            const std::unique_ptr<writer_lock> wl = writer_lock::acquire(dir);
+            const auto old_id = c->cat_->get_meta("embedder_id");
+            const auto old_dim = c->cat_->get_meta("embed_dim");
+            if ((old_id && *old_id != id) || (old_dim && *old_dim != dim)) {
+                // Vectors of another model are meaningless here: drop them; ingest re-embeds.
+                c->cat_->clear_embeddings();
+            }
+            c->cat_->set_meta("embedder_id", id);
+            c->cat_->set_meta("embed_dim", dim);
         }
-        c->cat_->set_meta("embedder_id", id);
-        c->cat_->set_meta("embed_dim", dim);
-        c->index_ = open_vector_index(c->index_path_, *c->cat_, c->p_.emb->dim(), c->p_.index);
+        const int64_t v = c->cat_->vector_version();
+        bool rebuilt = false;
+        c->set_index(c->load_index(v, &rebuilt));
+        c->index_version_ = v;
+        c->index_dirty_ = rebuilt;
+        if (rebuilt) {
+            // Saved only when no writer is busy and the catalog has not moved since v (a reader
+            // must not stamp a version its contents may not match).
+            const std::unique_ptr<writer_lock> wl = writer_lock::try_acquire(dir);
+            if (wl && c->cat_->vector_version() == v) c->save_index_locked();
+        }
     }
     return c;
+}
+
+std::unique_ptr<writer_lock> corpus::lock_writer(const ingest_params* p) {
+    writer_lock::wait_fn wait;
+    if (p && p->progress) {
+        wait = [p](const std::string& holder, bool) {
+            ingest_progress pr;
+            pr.phase = "wait";
+            pr.current = holder;
+            return p->progress(pr);
+        };
+    }
+    return writer_lock::acquire(dir_, wait);
+}
+
+std::shared_ptr<vector_index> corpus::load_index(int64_t v, bool* rebuilt) const {
+    std::string why;
+    std::unique_ptr<vector_index> idx =
+        vector_index::load(index_path_, p_.emb->dim(), p_.index, v, &why);
+    if (idx && idx->wants_rebuild()) idx.reset();
+    *rebuilt = !idx;
+    if (!idx) idx = build_vector_index(*cat_, p_.emb->dim(), p_.index);
+    return std::shared_ptr<vector_index>(std::move(idx));
+}
+
+void corpus::set_index(std::shared_ptr<vector_index> idx) {
+    std::lock_guard<std::mutex> lock(index_mu_);
+    index_ = std::move(idx);
+}
+
+std::shared_ptr<vector_index> corpus::index_snapshot() const {
+    std::lock_guard<std::mutex> lock(index_mu_);
+    return index_;
+}
+
+std::shared_ptr<const vector_index> corpus::index() const { return index_snapshot(); }
+
+void corpus::sync_index_locked() {
+    remove_stale_temp_files();
+    if (!p_.emb) return;
+    const int64_t v = cat_->vector_version();
+    if (index_ && v == index_version_) return;
+    // Another process wrote since we last looked (or our last write failed half way).
+    bool rebuilt = false;
+    set_index(load_index(v, &rebuilt));
+    index_version_ = v;
+    index_dirty_ = rebuilt;
+}
+
+void corpus::refresh_index_if_stale() const {
+    if (!p_.emb) return;
+    // A write in this process keeps the index current itself (and holds write_mu_ meanwhile).
+    std::unique_lock<std::mutex> lk(write_mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return;
+    const int64_t v = cat_->vector_version();
+    if (v == index_version_) return;
+    bool rebuilt = false;
+    auto* self = const_cast<corpus*>(this);  // the index is a cache of the catalog
+    self->set_index(load_index(v, &rebuilt));
+    // Built without the writer lock, it may hold rows newer than v: then v is merely old and
+    // the next search reloads again; never the other way round.
+    index_version_ = v;
+}
+
+void corpus::remove_stale_temp_files() const {
+    // Under the writer lock no one else is writing a temp file: any left is a dead writer's.
+    DIR* d = ::opendir(dir_.c_str());
+    if (!d) return;
+    const std::string prefix = "vectors.faiss.tmp";
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d)) {
+        if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) stale.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    for (const std::string& n : stale) ::unlink((dir_ + "/" + n).c_str());
 }
 
 std::string corpus::chunker_id(const chunker_params& c) const {
@@ -297,6 +421,7 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
 
 ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const ingest_params& p) {
     std::lock_guard<std::mutex> lock(write_mu_);
+    const write_scope ws(*this, &p);
     ingest_report r;
     if (!p_.emb) r.notices.push_back("no embedder: chunks are stored for BM25 only");
     walk_state w;
@@ -371,6 +496,7 @@ bool corpus::ingest_text(const std::string& uri, std::string_view text, doc_kind
                          const std::string& metadata_json, const ingest_params& p,
                          ingest_report* report) {
     std::lock_guard<std::mutex> lock(write_mu_);
+    const write_scope ws(*this, &p);
     ingest_report local;
     ingest_report& r = report ? *report : local;
     doc_input in;
@@ -390,6 +516,7 @@ bool corpus::ingest_text(const std::string& uri, std::string_view text, doc_kind
 
 bool corpus::remove(const std::string& uri) {
     std::lock_guard<std::mutex> lock(write_mu_);
+    const write_scope ws(*this, nullptr);
     const bool removed = remove_locked(uri);
     delete_pending_kv(nullptr);
     save_index_locked();
@@ -411,7 +538,7 @@ void corpus::finish_locked(const ingest_params& p, ingest_report& r) {
     delete_pending_kv(&r);
     if (index_ && index_->wants_rebuild()) {
         report_progress(p, "index", 0, 1, "");
-        index_ = build_vector_index(*cat_, p_.emb->dim(), p_.index);
+        set_index(build_vector_index(*cat_, p_.emb->dim(), p_.index));
         index_dirty_ = true;
         r.notices.push_back("vector index rebuilt (too many removed vectors)");
     }
@@ -474,23 +601,29 @@ void corpus::delete_pending_kv(ingest_report* r) {
 
 void corpus::save_index_locked() {
     if (!index_ || !index_dirty_) return;
+    // Under the writer lock every catalog change is mirrored in index_: its version is the
+    // catalog's (stamping a version that included another writer's rows lost their vectors).
     index_->save(index_path_, cat_->vector_version());
     index_dirty_ = false;
 }
 
 void corpus::flush() {
     std::lock_guard<std::mutex> lock(write_mu_);
+    const write_scope ws(*this, nullptr);
     delete_pending_kv(nullptr);
     save_index_locked();
 }
 
 search_result corpus::search(const std::string& query, const search_params& p) const {
-    retriever rt(*cat_, p_.emb.get(), index_.get());
+    refresh_index_if_stale();
+    const std::shared_ptr<vector_index> idx = index_snapshot();
+    retriever rt(*cat_, p_.emb.get(), idx.get());
     return rt.search(query, p);
 }
 
 consistency_report corpus::check() {
     std::lock_guard<std::mutex> lock(write_mu_);
+    const write_scope ws(*this, nullptr);  // a consistent view: no writer midway
     consistency_report c;
     c.documents = cat_->count_documents();
     c.chunks = cat_->count_chunks();

@@ -6,9 +6,13 @@
 // and committed one document per transaction, so an interrupted run leaves every document either
 // in its old or its new version; re-running finishes the job (unchanged files are skipped by
 // content hash). Files that cannot be ingested are skipped with a reason and the rest go on.
-// A corpus is thread-safe for searches; ingest/remove calls are serialized internally.
+// A corpus is thread-safe for searches; ingest/remove calls are serialized internally and, across
+// processes, by the data directory's writer lock (retrieval/writer-lock.h): a second writer waits
+// (the progress callback sees phase "wait") and nothing either writes is lost. Searches never
+// wait: when another process changed the catalog, the next search reloads the vector index.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +27,7 @@
 #include "retrieval/faiss-index.h"
 #include "retrieval/hybrid-search.h"
 #include "retrieval/text-extract.h"
+#include "retrieval/writer-lock.h"
 
 namespace cacheblend {
 
@@ -37,7 +42,9 @@ struct corpus_params {
 };
 
 struct ingest_progress {
-    const char* phase = "";   // "scan", "ingest", "embed", "kv", "index"
+    // "scan", "ingest", "embed", "kv", "index"; "wait" while another process holds the data
+    // directory's writer lock (current: who, e.g. "pid 1234"; called every 50-200 ms).
+    const char* phase = "";
     int64_t done = 0, total = 0;
     std::string current;      // the file being worked on
 };
@@ -76,7 +83,7 @@ public:
     ~corpus();
 
     catalog& cat() { return *cat_; }
-    const vector_index* index() const { return index_.get(); }
+    std::shared_ptr<const vector_index> index() const;
     const std::string& dir() const { return dir_; }
 
     // Files and folders (recursively; hidden entries and symlinked folders are not followed).
@@ -107,13 +114,31 @@ private:
     void save_index_locked();
     std::string chunker_id(const chunker_params& c) const;
 
+    // Cross-process writing: every write takes the writer lock, then brings the in-memory index
+    // to the catalog's current vector_version (another process may have written meanwhile).
+    class write_scope;
+    std::unique_ptr<writer_lock> lock_writer(const ingest_params* p);
+    void sync_index_locked();
+    // The index for catalog version v: the saved file when it is stamped v, else a rebuild from
+    // the catalog's embeddings (not saved here). *rebuilt says which.
+    std::shared_ptr<vector_index> load_index(int64_t v, bool* rebuilt) const;
+    void set_index(std::shared_ptr<vector_index> idx);
+    std::shared_ptr<vector_index> index_snapshot() const;
+    void refresh_index_if_stale() const;
+    void remove_stale_temp_files() const;
+
     std::string dir_;
     corpus_params p_;
     std::unique_ptr<catalog> cat_;
-    std::unique_ptr<vector_index> index_;
+    // Searches take a snapshot of the pointer (index_mu_), so a reload never frees an index that a
+    // search is using; adds and removes go through vector_index's own lock.
+    std::shared_ptr<vector_index> index_;
+    mutable std::mutex index_mu_;
     std::string index_path_;
     bool index_dirty_ = false;
-    std::mutex write_mu_;  // one ingest/remove at a time
+    // The catalog vector_version that index_ mirrors (-1: unknown, reload before use).
+    mutable std::atomic<int64_t> index_version_{-1};
+    mutable std::mutex write_mu_;  // one ingest/remove (or index reload) at a time
 };
 
 // Paths for a data directory.

@@ -211,7 +211,10 @@ CBL_API void cbl_runtime_interrupt(cbl_runtime *runtime);
 typedef struct cbl_progress {
     size_t struct_size;   /* the library's sizeof; fields past the caller's header are extra */
     const char *phase;    /* "scan", "ingest", "embed", "kv", "index"; "skip" (a file was
-                             skipped: `message` says why) or "notice" (e.g. the index was rebuilt) */
+                             skipped: `message` says why), "notice" (e.g. the index was rebuilt)
+                             or "wait": another process is writing to the data directory (one
+                             writer at a time; `current` says who, e.g. "pid 1234"); called every
+                             50-200 ms until it is done, return false to stop waiting */
     int64_t done;
     int64_t total;
     const char *current;  /* the file being worked on ("" when none) */

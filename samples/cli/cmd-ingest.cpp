@@ -44,6 +44,7 @@ struct ingest_log {
     progress_bar* bar = nullptr;
     std::vector<std::pair<std::string, std::string>> skipped;  // (path, reason)
     std::vector<std::string> notices;
+    bool told_wait = false;
 };
 
 bool on_progress(const cbl_progress* p, void* user) {
@@ -53,6 +54,13 @@ bool on_progress(const cbl_progress* p, void* user) {
         log->skipped.emplace_back(p->current, p->message);
     } else if (phase == "notice") {
         log->notices.emplace_back(p->message);
+    } else if (phase == "wait") {
+        // One writer per data directory: say once why nothing moves.
+        if (!log->told_wait) {
+            std::fprintf(stderr, "ingest: waiting for another writer of this data directory (%s)\n",
+                         p->current);
+            log->told_wait = true;
+        }
     } else {
         log->bar->set_label(phase);
         if (p->total > 0) log->bar->update(p->done * 100 / p->total);
