@@ -152,7 +152,8 @@ repair_report corpus::repair(const ingest_params& p) {
     repair_report out;
     damage d = inspect_locked();
     if (d.catalog_broken) {
-        // The damaged pages may be the FTS index's own, which its rebuild rewrites.
+        // The damaged pages may be the FTS index's own, which its rebuild rewrites from the
+        // chunk text. (REINDEX cannot help: it must read a damaged index to drop it.)
         try {
             cat_->rebuild_fts();
         } catch (const error&) {  // the damage is elsewhere: reported below
