@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <unordered_map>
@@ -623,8 +624,17 @@ std::vector<std::string> catalog::integrity_problems() {
     try {
         stmt s(db_, "PRAGMA integrity_check(20)");  // the first 20 findings say enough
         while (s.step()) {
-            const std::string line = s.text(0);
-            if (line != "ok") out.push_back(line);
+            // A row may hold several lines, the first a "*** in database main ***" heading:
+            // one finding per line, so reports stay one line per problem.
+            const std::string row = s.text(0);
+            size_t at = 0;
+            while (at <= row.size()) {
+                const size_t end = std::min(row.find('\n', at), row.size());
+                const std::string line = row.substr(at, end - at);
+                if (!line.empty() && line != "ok" && line.rfind("*** ", 0) != 0)
+                    out.push_back(line);
+                at = end + 1;
+            }
         }
     } catch (const error& e) {  // too damaged to even walk
         out.emplace_back(e.what());
