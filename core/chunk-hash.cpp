@@ -46,6 +46,21 @@ std::string chunk_key::hex() const {
     return s;
 }
 
+bool parse_chunk_key(const std::string& hex, chunk_key* out) {
+    if (hex.size() != 64) return false;
+    auto nibble = [](char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
+    chunk_key k;
+    for (size_t i = 0; i < 32; ++i) {
+        const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        k.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
+    }
+    *out = k;
+    return true;
+}
+
 bool chunk_key::operator==(const chunk_key& o) const {
     return std::memcmp(bytes, o.bytes, sizeof(bytes)) == 0;
 }

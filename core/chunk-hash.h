@@ -18,6 +18,9 @@ struct chunk_key {
     bool operator!=(const chunk_key& o) const { return !(*this == o); }
 };
 
+// The key whose hex() is `hex` (64 lower-case hex digits); false for anything else.
+bool parse_chunk_key(const std::string& hex, chunk_key* out);
+
 chunk_key make_chunk_key(uint64_t model_fingerprint, uint32_t kv_format,
                          const std::vector<token_id>& preamble, const std::vector<token_id>& chunk);
 

@@ -460,6 +460,11 @@ void kv_file_reader::read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld
 
 kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::string& path,
                             const chunk_key& key, const chunk_kv_meta& expect, bool direct_io) {
+    return open_kv_file(io, path, key, &expect, direct_io);
+}
+
+kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::string& path,
+                            const chunk_key& key, const chunk_kv_meta* expect, bool direct_io) {
     kv_open_result r;
     int fd = -1;
     int err = ENOENT;
@@ -526,9 +531,10 @@ kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::strin
     }
     if (h.key != key) return fail(kv_open_status::corrupt, "holds another chunk key");
     const chunk_kv_meta& m = h.meta;
-    if (m.model_fingerprint != expect.model_fingerprint || m.format != expect.format ||
-        m.n_layer != expect.n_layer || m.n_kv_head != expect.n_kv_head ||
-        m.head_dim != expect.head_dim || m.n_tokens != expect.n_tokens)
+    if (expect && (m.model_fingerprint != expect->model_fingerprint ||
+                   m.format != expect->format || m.n_layer != expect->n_layer ||
+                   m.n_kv_head != expect->n_kv_head || m.head_dim != expect->head_dim ||
+                   m.n_tokens != expect->n_tokens))
         return fail(kv_open_status::foreign,
                     fmt("foreign chunk (model %016llx format %s layers %d heads %d x %d tokens %d)",
                         static_cast<unsigned long long>(m.model_fingerprint),

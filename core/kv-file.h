@@ -179,5 +179,8 @@ struct kv_open_result {
 // Never throws for a bad file (only std::bad_alloc).
 kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::string& path,
                             const chunk_key& key, const chunk_kv_meta& expect, bool direct_io);
+// The same with expect == nullptr accepting any model and shape (checks that know no model).
+kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::string& path,
+                            const chunk_key& key, const chunk_kv_meta* expect, bool direct_io);
 
 }  // namespace cacheblend

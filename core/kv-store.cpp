@@ -35,6 +35,17 @@ const char* kv_format_name(kv_format f) {
     return "unknown";
 }
 
+const char* kv_verify_status_name(kv_verify_status s) {
+    switch (s) {
+        case kv_verify_status::ok: return "ok";
+        case kv_verify_status::missing: return "missing";
+        case kv_verify_status::corrupt: return "corrupt";
+        case kv_verify_status::foreign: return "foreign";
+        case kv_verify_status::io_error: return "io_error";
+    }
+    return "unknown";
+}
+
 namespace {
 
 constexpr uint64_t k_default_budget = uint64_t(8) << 30;
@@ -190,6 +201,8 @@ public:
     }
     bool remove(const chunk_key& key) override;
     void evict_to(uint64_t bytes) override { evict(bytes, nullptr); }
+    kv_verify_result verify(const chunk_key& key, const chunk_kv_meta* expect) override;
+    std::vector<chunk_key> keys() override;
     kv_store_stats stats() override;
     const std::string& dir() const override { return dir_; }
 
@@ -580,6 +593,58 @@ std::unique_ptr<chunk_kv_reader> store_impl::lookup(const chunk_key& key,
     }
     misses_++;
     return nullptr;
+}
+
+kv_verify_result store_impl::verify(const chunk_key& key, const chunk_kv_meta* expect) {
+    kv_verify_result v;
+    const kv_open_result r = open_kv_file(io_, file_path(key.hex()), key, expect, false);
+    v.detail = r.detail;
+    switch (r.status) {
+        case kv_open_status::ok: break;
+        case kv_open_status::missing: v.status = kv_verify_status::missing; return v;
+        case kv_open_status::io_error: v.status = kv_verify_status::io_error; return v;
+        case kv_open_status::corrupt: v.status = kv_verify_status::corrupt; return v;
+        case kv_open_status::foreign:
+        case kv_open_status::future_version: v.status = kv_verify_status::foreign; return v;
+    }
+    // The header is sound; the layers are only checked when read, so read them all. The
+    // reader has no on_corrupt hook here: a check must not delete what it reports.
+    const chunk_kv_meta& m = r.reader->meta();
+    const size_t n = static_cast<size_t>(m.n_tokens) * static_cast<size_t>(m.kv_dim());
+    std::vector<float> k(std::max<size_t>(n, 1));
+    std::vector<uint16_t> val(k.size());
+    try {
+        for (int32_t l = 0; l < m.n_layer; ++l)
+            r.reader->read_layer(l, k.data(), val.data(), m.kv_dim());
+    } catch (const error& e) {
+        v.status = e.code() == status::corrupt ? kv_verify_status::corrupt
+                                               : kv_verify_status::io_error;
+        v.detail = e.what();
+        return v;
+    }
+    v.status = kv_verify_status::ok;
+    v.detail.clear();
+    return v;
+}
+
+std::vector<chunk_key> store_impl::keys() {
+    std::vector<chunk_key> out;
+    std::vector<std::string> shards;
+    check_io(io_->list_dir(dir_, &shards), status::io, "list", dir_);
+    for (const std::string& s : shards) {
+        if (s.size() != 2 || !is_hex_key(s + std::string(62, '0'))) continue;
+        std::vector<std::string> names;
+        const std::string sd = dir_ + "/" + s;
+        file_stat st;
+        if (io_->stat(sd, &st) != 0 || !st.is_dir || io_->list_dir(sd, &names) != 0) continue;
+        for (const std::string& n : names) {
+            if (n.size() != 67 || n.compare(64, 3, ".kv") != 0) continue;
+            const std::string hex = n.substr(0, 64);
+            chunk_key k;
+            if (hex.compare(0, 2, s) == 0 && parse_chunk_key(hex, &k)) out.push_back(k);
+        }
+    }
+    return out;
 }
 
 bool store_impl::remove(const chunk_key& key) {

@@ -63,6 +63,21 @@ public:
     virtual void commit() = 0;
 };
 
+// What a full read of a stored chunk file found (kv_store::verify).
+enum class kv_verify_status {
+    ok,
+    missing,   // no file (evicted, removed, never written): the store is a cache, not an error
+    corrupt,   // truncated, a bad header or layer checksum, or it holds another chunk key
+    foreign,   // valid, but not the model/format/shape asked for (or a newer file version)
+    io_error,  // could not be read (not evidence of damage)
+};
+const char* kv_verify_status_name(kv_verify_status s);
+
+struct kv_verify_result {
+    kv_verify_status status = kv_verify_status::missing;
+    std::string detail;  // why, naming the file; empty when ok
+};
+
 struct kv_store_params {
     std::string dir;               // created 0700 if missing
     uint64_t budget_bytes = 0;     // 0: 8 GiB
@@ -92,6 +107,12 @@ public:
     virtual bool contains(const chunk_key& key) = 0;  // a file is present (not verified)
     virtual bool remove(const chunk_key& key) = 0;    // true if there was a file or row
     virtual void evict_to(uint64_t bytes) = 0;         // LRU entries out until <= bytes
+    // Reads the whole file: header, key (the file must hold `key`), and every layer's checksum;
+    // with `expect`, also its model and shape. Changes nothing (no removal, no LRU touch, no
+    // counters): checks report, repairs decide.
+    virtual kv_verify_result verify(const chunk_key& key, const chunk_kv_meta* expect) = 0;
+    // Keys of every chunk file present, in no particular order (not verified; no temp files).
+    virtual std::vector<chunk_key> keys() = 0;
     virtual kv_store_stats stats() = 0;
     virtual const std::string& dir() const = 0;
 };

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <unordered_map>
@@ -615,6 +616,57 @@ int64_t catalog::count_chunks() {
     stmt s(db_, "SELECT COUNT(*) FROM chunks");
     s.step();
     return s.i64(0);
+}
+
+std::vector<std::string> catalog::integrity_problems() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    try {
+        stmt s(db_, "PRAGMA integrity_check(20)");  // the first 20 findings say enough
+        while (s.step()) {
+            // A row may hold several lines, the first a "*** in database main ***" heading:
+            // one finding per line, so reports stay one line per problem.
+            const std::string row = s.text(0);
+            size_t at = 0;
+            while (at <= row.size()) {
+                const size_t end = std::min(row.find('\n', at), row.size());
+                const std::string line = row.substr(at, end - at);
+                if (!line.empty() && line != "ok" && line.rfind("*** ", 0) != 0)
+                    out.push_back(line);
+                at = end + 1;
+            }
+        }
+    } catch (const error& e) {  // too damaged to even walk
+        out.emplace_back(e.what());
+    }
+    return out;
+}
+
+std::string catalog::fts_problem() {
+    std::lock_guard<std::mutex> lock(mu_);
+    // rank = 1 also compares the index with the content table (chunks); without it SQLite 3.40
+    // only checks the index against itself and misses rows deleted from the index.
+    char* err = nullptr;
+    const int rc = sqlite3_exec(
+        db_, "INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)", nullptr,
+        nullptr, &err);
+    std::string msg;
+    if (rc != SQLITE_OK) msg = fmt("%s (SQLite %d)", err ? err : sqlite3_errstr(rc),
+                                   sqlite3_extended_errcode(db_));
+    sqlite3_free(err);
+    return msg;
+}
+
+void catalog::rebuild_fts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    exec("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')");
+}
+
+void catalog::clear_kv_key(const std::string& key_hex) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stmt s(db_, "UPDATE chunks SET kv_key = NULL WHERE kv_key = ?1");
+    s.bind(1, key_hex);
+    s.run();
 }
 
 }  // namespace cacheblend

@@ -136,6 +136,16 @@ public:
     int64_t count_documents();
     int64_t count_chunks();
 
+    // Damage checks (`ingest --check`): SQLite's integrity_check findings (empty when the file
+    // is sound), and the FTS index compared with the chunk text ("" when they agree). Neither
+    // throws for damage: damage is what they report.
+    std::vector<std::string> integrity_problems();
+    std::string fts_problem();
+    // Repairs: the FTS index rebuilt from the chunk text; a KV key forgotten by every chunk
+    // that holds it (its file is gone), so precompute computes it again.
+    void rebuild_fts();
+    void clear_kv_key(const std::string& key_hex);
+
     struct stmt;  // implementation detail (prepared statement wrapper)
 
 private:

@@ -194,34 +194,24 @@ struct corpus::doc_input {
     int64_t mtime_ns = 0;
 };
 
-// Holds the writer lock for one write operation and keeps index_version_ honest: on a normal
-// exit every catalog change since sync_index_locked() was ours and mirrored in the index; after an
-// error one may be half done, so the index is reloaded before its next use.
-class corpus::write_scope {
-public:
-    write_scope(corpus& c, const ingest_params* p)
-        : c_(c), lock_(c.lock_writer(p)), exceptions_(std::uncaught_exceptions()) {
-        c_.sync_index_locked();
-    }
-    ~write_scope() {
-        if (std::uncaught_exceptions() > exceptions_) {
-            c_.index_version_ = -1;
-            return;
-        }
-        try {
-            c_.index_version_ = c_.cat_->vector_version();
-        } catch (...) {
-            c_.index_version_ = -1;
-        }
-    }
-    write_scope(const write_scope&) = delete;
-    write_scope& operator=(const write_scope&) = delete;
+// On a normal exit every catalog change since sync_index_locked() was ours and mirrored in the
+// index; after an error one may be half done, so the index is reloaded before its next use.
+corpus::write_scope::write_scope(corpus& c, const ingest_params* p)
+    : c_(c), lock_(c.lock_writer(p)), exceptions_(std::uncaught_exceptions()) {
+    c_.sync_index_locked();
+}
 
-private:
-    corpus& c_;
-    std::unique_ptr<writer_lock> lock_;
-    int exceptions_;
-};
+corpus::write_scope::~write_scope() {
+    if (std::uncaught_exceptions() > exceptions_) {
+        c_.index_version_ = -1;
+        return;
+    }
+    try {
+        c_.index_version_ = c_.cat_->vector_version();
+    } catch (...) {
+        c_.index_version_ = -1;
+    }
+}
 
 corpus::~corpus() {
     try {
@@ -586,6 +576,29 @@ void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
             last = std::max(last, c.id);
         }
     }
+    // Chunks whose key is set but whose file is gone (evicted under the store's byte budget, or
+    // deleted by a repair) are not "without KV" to the catalog: find them through the store.
+    // One chunk per key, one pass: under a small budget each computation may evict another
+    // file, and looping until all are present would never end.
+    if (!p_.kv) return;
+    std::vector<int64_t> gone;
+    std::unordered_set<std::string> seen;
+    for (const auto& [id, key] : cat_->chunk_kv_keys()) {
+        chunk_key k;
+        if (key.empty() || !seen.insert(key).second) continue;
+        if (!parse_key_hex(key, &k) || !p_.kv->contains(k)) gone.push_back(id);
+    }
+    for (size_t at = 0; at < gone.size(); at += 256) {
+        const std::vector<int64_t> batch(gone.begin() + static_cast<std::ptrdiff_t>(at),
+                                         gone.begin() + static_cast<std::ptrdiff_t>(
+                                                            std::min(gone.size(), at + 256)));
+        for (const chunk_info& c : cat_->get_chunks(batch)) {
+            report_progress(p, "kv", r.kv_computed, r.kv_computed + 1, c.uri);
+            const std::string key = p.precompute_kv(c);
+            if (!key.empty() && key != c.kv_key) cat_->set_kv_key(c.id, key);
+            ++r.kv_computed;
+        }
+    }
 }
 
 void corpus::delete_pending_kv(ingest_report* r) {
@@ -621,54 +634,6 @@ search_result corpus::search(const std::string& query, const search_params& p) c
     return rt.search(query, p);
 }
 
-consistency_report corpus::check() {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    const write_scope ws(*this, nullptr);  // a consistent view: no writer midway
-    consistency_report c;
-    c.documents = cat_->count_documents();
-    c.chunks = cat_->count_chunks();
-    const std::vector<int64_t> embedded = cat_->embedded_chunk_ids();
-    if (index_) {
-        const std::vector<int64_t> in_index = index_->ids();
-        c.vectors = static_cast<int64_t>(in_index.size());
-        std::vector<int64_t> missing, extra;
-        std::set_difference(embedded.begin(), embedded.end(), in_index.begin(), in_index.end(),
-                            std::back_inserter(missing));
-        std::set_difference(in_index.begin(), in_index.end(), embedded.begin(), embedded.end(),
-                            std::back_inserter(extra));
-        if (!missing.empty()) {
-            c.problems.push_back(fmt("%zu embedded chunks missing from the index", missing.size()));
-        }
-        if (!extra.empty()) {
-            c.problems.push_back(fmt("%zu index vectors without a chunk", extra.size()));
-        }
-        if (p_.emb && static_cast<int64_t>(embedded.size()) != c.chunks) {
-            c.problems.push_back(fmt("%lld chunks without an embedding",
-                                     static_cast<long long>(c.chunks) -
-                                         static_cast<long long>(embedded.size())));
-        }
-    }
-    std::unordered_set<std::string> keys;
-    for (const auto& [id, key] : cat_->chunk_kv_keys()) {
-        if (key.empty()) continue;
-        keys.insert(key);
-    }
-    c.kv_keys = static_cast<int64_t>(keys.size());
-    if (p_.kv) {
-        for (const std::string& key : keys) {
-            chunk_key k;
-            if (!parse_key_hex(key, &k)) {
-                c.problems.push_back("malformed KV key " + key);
-            } else if (!p_.kv->contains(k)) {
-                c.problems.push_back("KV file missing for key " + key);
-            }
-        }
-    }
-    const std::vector<std::string> pending = cat_->pending_kv_deletes();
-    if (!pending.empty()) {
-        c.problems.push_back(fmt("%zu KV deletes pending", pending.size()));
-    }
-    return c;
-}
+// check() and repair(): corpus-check.cpp
 
 }  // namespace cacheblend

@@ -39,6 +39,9 @@ struct corpus_params {
     std::shared_ptr<embedder> emb;  // optional: without it, BM25 only
     vector_index_params index;
     std::shared_ptr<kv_store> kv;   // optional: KV files of removed chunks are deleted from it
+    // The store is this data dir's own (DIR/kv, as the runtime opens it), not one shared with
+    // other data dirs: then files no chunk references are ours to report and delete.
+    bool kv_owned = false;
 };
 
 struct ingest_progress {
@@ -70,10 +73,21 @@ struct ingest_report {
     std::vector<std::string> notices;  // e.g. "no embedder: BM25 only", "index rebuilt: ..."
 };
 
-// Agreement of the catalog, the FAISS index and the KV store (tests, `ingest --check`).
+// Soundness of the catalog (SQLite and FTS integrity), each referenced KV file (read in full),
+// and the agreement of catalog, FAISS index and KV store (tests, `ingest --check`).
 struct consistency_report {
     int64_t documents = 0, chunks = 0, vectors = 0, kv_keys = 0;
+    // The KV store is a cache: chunks without a KV file (evicted under the byte budget, never
+    // computed) and, in the data dir's own store, files no chunk references (e.g. written for
+    // another KV format) are information, not problems.
+    int64_t kv_uncached = 0, kv_orphans = 0;
     std::vector<std::string> problems;  // empty when consistent
+    std::vector<std::string> notes;     // information for the user
+};
+
+// What corpus::repair did, and what it could not do (each line says what the user can do).
+struct repair_report {
+    std::vector<std::string> repaired, not_repaired, notes;
 };
 
 class corpus {
@@ -101,10 +115,17 @@ public:
     // Saves the index if it changed and deletes unreferenced KV files (done by ingest too).
     void flush();
     consistency_report check();
+    // Fixes what check() finds where it can: rebuilds the FTS index and the vector index from
+    // the catalog, embeds chunks without embeddings, deletes corrupt and orphaned KV files (and
+    // forgets corrupt files' keys), finishes pending deletes and, with p.precompute_kv, computes
+    // the missing KV. A catalog SQLite finds damaged is left alone (nothing else is touched).
+    repair_report repair(const ingest_params& p);
 
 private:
     corpus() = default;
     struct doc_input;
+    struct damage;  // what a check found, for repair (corpus-check.cpp)
+    damage inspect_locked();
     bool ingest_one(const doc_input& in, const ingest_params& p, ingest_report& r);
     bool remove_locked(const std::string& uri);
     void finish_locked(const ingest_params& p, ingest_report& r);
@@ -116,7 +137,19 @@ private:
 
     // Cross-process writing: every write takes the writer lock, then brings the in-memory index
     // to the catalog's current vector_version (another process may have written meanwhile).
-    class write_scope;
+    // Holds the writer lock for one write operation and keeps index_version_ honest (ingest.cpp).
+    class write_scope {
+    public:
+        write_scope(corpus& c, const ingest_params* p);
+        ~write_scope();
+        write_scope(const write_scope&) = delete;
+        write_scope& operator=(const write_scope&) = delete;
+
+    private:
+        corpus& c_;
+        std::unique_ptr<writer_lock> lock_;
+        int exceptions_;
+    };
     std::unique_ptr<writer_lock> lock_writer(const ingest_params* p);
     void sync_index_locked();
     // The index for catalog version v: the saved file when it is stamped v, else a rebuild from

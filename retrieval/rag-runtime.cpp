@@ -83,6 +83,7 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     kp.budget_bytes = p.kv_budget_bytes;
     rt->kv_ = kv_store::open(kp);
     cp.kv = rt->kv_;
+    cp.kv_owned = true;  // DIR/kv belongs to this data dir alone
     rt->docs_ = corpus::open(rt->dir_, std::move(cp));
     return rt;
 }
@@ -125,6 +126,10 @@ bool rag_runtime::ingest_text(const std::string& uri, std::string_view text, doc
                               bool precompute_kv, ingest_report* report) {
     return docs_->ingest_text(uri, text, kind, metadata_json, wrap(std::move(p), precompute_kv),
                               report);
+}
+
+repair_report rag_runtime::repair(ingest_params p, bool precompute_kv) {
+    return docs_->repair(wrap(std::move(p), precompute_kv));
 }
 
 bool rag_runtime::remove(const std::string& uri) { return docs_->remove(uri); }

@@ -60,6 +60,8 @@ public:
                      const std::string& metadata_json, ingest_params p, bool precompute_kv,
                      ingest_report* report);
     bool remove(const std::string& uri);
+    // corpus::repair, computing missing KV when precompute_kv (p: progress only).
+    repair_report repair(ingest_params p, bool precompute_kv);
     search_result search(const std::string& query, const search_params& p) const;
     void interrupt() { interrupt_epoch_.fetch_add(1); }
 

@@ -288,6 +288,16 @@ CBL_API cbl_status cbl_runtime_stats(cbl_runtime *runtime, cbl_corpus_stats *out
 /** Checks that the catalog, the vector index and the KV store agree. *out_problems is NULL when
  *  they do, else one problem per line (free it with cbl_free). @since 0.1 */
 CBL_API cbl_status cbl_runtime_check(cbl_runtime *runtime, char **out_problems);
+/** Repairs what cbl_runtime_check finds where it can: rebuilds the catalog's full-text index and
+ *  the vector index from the catalog, embeds chunks without embeddings, deletes damaged and
+ *  unreferenced KV files, finishes pending deletes and, with params->precompute_kv, computes
+ *  missing chunk KV (params: precompute_kv and progress are read; NULL = defaults). A catalog
+ *  that SQLite finds damaged is left as it is (re-ingest into a new data directory).
+ *  *out_report is NULL when there was nothing to do, else one line per item, starting with
+ *  "repaired: ", "not repaired: " (still a problem: cbl_runtime_check lists it) or "note: "
+ *  (free it with cbl_free). CBL_OK even when something is left. @since 0.1 */
+CBL_API cbl_status cbl_runtime_repair(cbl_runtime *runtime, const cbl_ingest_params *params,
+                                      char **out_report);
 
 /* ---- search ---- */
 typedef struct cbl_search_params {

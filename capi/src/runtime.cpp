@@ -201,6 +201,24 @@ cbl_status cbl_runtime_check(cbl_runtime* runtime, char** out_problems) {
     });
 }
 
+cbl_status cbl_runtime_repair(cbl_runtime* runtime, const cbl_ingest_params* params,
+                              char** out_report) {
+    if (out_report) *out_report = nullptr;
+    return CBL_API_GUARD({
+        if (!runtime || !out_report) return invalid(__func__, "runtime and out_report are required");
+        cbl_ingest_params p;
+        if (cbl_status s = read_params(__func__, params, &p, cbl_ingest_params_init)) return s;
+        const cacheblend::repair_report r =
+            runtime->rt->repair(to_ingest(__func__, p), p.precompute_kv);
+        std::string all;
+        for (const std::string& line : r.repaired) all += "repaired: " + line + "\n";
+        for (const std::string& line : r.not_repaired) all += "not repaired: " + line + "\n";
+        for (const std::string& line : r.notes) all += "note: " + line + "\n";
+        if (!all.empty()) *out_report = cacheblend::capi::malloc_copy(all);
+        return CBL_OK;
+    });
+}
+
 cbl_status cbl_runtime_search(cbl_runtime* runtime, const char* query,
                               const cbl_search_params* params, cbl_results** out_results) {
     if (out_results) *out_results = nullptr;

@@ -29,13 +29,15 @@ const command_spec& spec() {
             {"collection", "C", "collection name stored with the documents"},
             {"precompute", "", "compute and store each chunk's KV now"},
             {"remove", "URI", "remove a document (its absolute path) instead", true},
-            {"check", "", "verify that catalog, index and KV store agree"},
+            {"check", "", "verify the catalog, the index and every KV file, and that they agree"},
+            {"repair", "", "fix what --check finds (with --precompute: compute missing KV too)"},
             {"threads", "N", "CPU threads (default: all cores)"},
             {"json", "", "print a JSON report"},
         },
         1 << 20,
         "Files that cannot be ingested (unreadable, invalid UTF-8, empty, too large, unsupported "
-        "type) are skipped with a reason; the rest of the folder is ingested.",
+        "type) are skipped with a reason; the rest of the folder is ingested. --check and "
+        "--repair exit 1 when problems remain.",
     };
     return s;
 }
@@ -89,8 +91,8 @@ int run_ingest(const std::vector<std::string>& args) {
     if (print_help_if_asked(spec(), a)) return 0;
     const bool json = a.has("json");
     const std::vector<std::string> removes = a.get_all("remove");
-    if (a.positional().empty() && removes.empty() && !a.has("check")) {
-        throw usage_error("ingest: give at least one PATH (or --remove URI / --check)");
+    if (a.positional().empty() && removes.empty() && !a.has("check") && !a.has("repair")) {
+        throw usage_error("ingest: give at least one PATH (or --remove URI / --check / --repair)");
     }
     if (!a.has("data") || a.get("data")->empty()) throw usage_error("ingest: --data DIR is required");
     const std::string data = *a.get("data");
@@ -134,6 +136,24 @@ int run_ingest(const std::vector<std::string>& args) {
         check(cbl_runtime_ingest_path(rt.get(), path.c_str(), &ip, &one));
         add(&r, one);
     }
+    // "repaired: ...", "not repaired: ..." and "note: ..." lines, in that order.
+    std::vector<std::string> repaired, not_repaired, notes;
+    if (a.has("repair")) {
+        char* text = nullptr;
+        check(cbl_runtime_repair(rt.get(), &ip, &text));
+        if (text) {
+            std::istringstream lines(text);
+            cbl_free(text);
+            for (std::string line; std::getline(lines, line);) {
+                for (auto [prefix, to] : {std::pair{"repaired: ", &repaired},
+                                          std::pair{"not repaired: ", &not_repaired},
+                                          std::pair{"note: ", &notes}}) {
+                    const std::string pre = prefix;
+                    if (line.compare(0, pre.size(), pre) == 0) to->push_back(line.substr(pre.size()));
+                }
+            }
+        }
+    }
     bar.finish();
 
     std::vector<std::string> problems;
@@ -175,6 +195,17 @@ int run_ingest(const std::vector<std::string>& args) {
             for (const std::string& p : problems) w.value(p);
             w.end_array().end_object();
         }
+        if (a.has("repair")) {
+            w.key("repair").begin_object();
+            for (auto [name, items] : {std::pair{"repaired", &repaired},
+                                       std::pair{"not_repaired", &not_repaired},
+                                       std::pair{"notes", &notes}}) {
+                w.key(name).begin_array();
+                for (const std::string& s : *items) w.value(s);
+                w.end_array();
+            }
+            w.end_object();
+        }
         w.end_object();
         std::cout << "\n";
     } else {
@@ -191,12 +222,20 @@ int run_ingest(const std::vector<std::string>& args) {
         for (const auto& [path, why] : log.skipped) {
             std::printf("skipped %s: %s\n", printable(path).c_str(), why.c_str());
         }
+        if (a.has("repair")) {
+            std::printf("repair: %s\n", !not_repaired.empty() ? "PROBLEMS LEFT"
+                                         : repaired.empty()   ? "nothing to repair"
+                                                              : "done");
+            for (const std::string& s : repaired) std::printf("  repaired: %s\n", s.c_str());
+            for (const std::string& s : not_repaired) std::printf("  not repaired: %s\n", s.c_str());
+            for (const std::string& s : notes) std::printf("  note: %s\n", s.c_str());
+        }
         if (a.has("check")) {
             std::printf("check: %s\n", problems.empty() ? "consistent" : "PROBLEMS");
             for (const std::string& p : problems) std::printf("  %s\n", p.c_str());
         }
     }
-    return a.has("check") && !problems.empty() ? 1 : 0;
+    return (a.has("check") && !problems.empty()) || !not_repaired.empty() ? 1 : 0;
 }
 
 }  // namespace cacheblend::cli

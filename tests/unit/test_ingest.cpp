@@ -3,6 +3,7 @@
 // several points; re-running must finish the job with catalog, index and KV store in agreement).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -53,11 +54,12 @@ struct fixture {
     std::shared_ptr<cbltest::hash_embedder> emb = std::make_shared<cbltest::hash_embedder>(32);
     std::shared_ptr<kv_store> kv;
 
-    fixture() {
+    fixture(uint64_t kv_budget = 0) {
         ::mkdir(docs.c_str(), 0700);
         ::mkdir(data.c_str(), 0700);
         kv_store_params kp;
         kp.dir = data + "/kv";
+        kp.budget_bytes = kv_budget;
         kv = kv_store::open(kp);
     }
     std::unique_ptr<corpus> open(const vector_index_params& ip = {}) {
@@ -67,6 +69,7 @@ struct fixture {
         p.emb = emb;
         p.index = ip;
         p.kv = kv;
+        p.kv_owned = true;  // data/kv, as the runtime has it
         return corpus::open(data, std::move(p));
     }
 };
@@ -407,4 +410,230 @@ TEST(Ingest, CrashMidwayThenRerunFinishes) {
                           32, {}, &rebuilt);
         EXPECT_FALSE(rebuilt);
     }
+}
+
+// ---- ingest --check and --repair (issue 17, case 4) ----
+
+namespace {
+
+std::vector<uint8_t> slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
+                                std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& path, const std::vector<uint8_t>& b) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+std::string kv_path(const fixture& f, const std::string& hex) {
+    return f.data + "/kv/" + hex.substr(0, 2) + "/" + hex + ".kv";
+}
+
+// Distinct KV keys of the catalog, in key order.
+std::vector<std::string> kv_keys(corpus& c) {
+    std::set<std::string> keys;
+    for (const auto& [id, key] : c.cat().chunk_kv_keys())
+        if (!key.empty()) keys.insert(key);
+    return {keys.begin(), keys.end()};
+}
+
+// Test tokens are word lengths (cbltest::word_tokens): vary them so chunks get distinct keys.
+std::string varied_text(int i) {
+    std::string s;
+    for (int p = 0; p < 3; ++p) {
+        for (int w = 0; w < 10; ++w) {
+            s += std::string(static_cast<size_t>(1 + (i * 7 + p * 3 + w * w) % 13),
+                             static_cast<char>('a' + p)) + " ";
+        }
+        s += "end.\n\n";
+    }
+    return s;
+}
+
+// Ingests 4 documents with their KV precomputed.
+std::unique_ptr<corpus> ingest_with_kv(fixture& f) {
+    for (int i = 0; i < 4; ++i) write(f.docs + "/d" + std::to_string(i) + ".txt", varied_text(i));
+    auto c = f.open();
+    ingest_params p = small_chunks();
+    p.precompute_kv = fake_precompute(f.kv);
+    c->ingest_paths({f.docs}, p);
+    return c;
+}
+
+bool mentions(const std::vector<std::string>& lines, const std::string& what) {
+    for (const std::string& l : lines)
+        if (l.find(what) != std::string::npos) return true;
+    return false;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+    std::string s;
+    for (const std::string& l : lines) s += l + "\n";
+    return s;
+}
+
+}  // namespace
+
+TEST(IngestCheck, FindsTruncatedFlippedAndSwappedKvFilesAndRepairFixesThem) {
+    fixture f;
+    auto c = ingest_with_kv(f);
+    expect_consistent(*c);
+    const std::vector<std::string> keys = kv_keys(*c);
+    ASSERT_GE(keys.size(), 4u);
+    std::vector<uint8_t> b0 = slurp(kv_path(f, keys[0]));
+    b0.resize(b0.size() - 10);  // the last layer's tail
+    spit(kv_path(f, keys[0]), b0);
+    std::vector<uint8_t> b1 = slurp(kv_path(f, keys[1]));
+    b1[b1.size() - 4000] ^= 0x20;  // a payload bit (header verification cannot see it)
+    spit(kv_path(f, keys[1]), b1);
+    const auto b2 = slurp(kv_path(f, keys[2])), b3 = slurp(kv_path(f, keys[3]));
+    spit(kv_path(f, keys[2]), b3);
+    spit(kv_path(f, keys[3]), b2);
+
+    const consistency_report r = c->check();
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(mentions(r.problems, keys[i])) << joined(r.problems);
+    EXPECT_EQ(r.problems.size(), 4u) << joined(r.problems);
+
+    // Without precompute the damaged files go and their chunks are simply uncached.
+    const repair_report rep = c->repair(ingest_params{});
+    EXPECT_TRUE(rep.not_repaired.empty()) << joined(rep.not_repaired);
+    EXPECT_TRUE(mentions(rep.repaired, "4 damaged KV files")) << joined(rep.repaired);
+    const consistency_report after = c->check();
+    EXPECT_TRUE(after.problems.empty()) << joined(after.problems);
+    EXPECT_GT(after.kv_uncached, 0);
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(::access(kv_path(f, keys[i]).c_str(), F_OK) == 0);
+
+    // With precompute the repair computes them again.
+    ingest_params p;
+    p.precompute_kv = fake_precompute(f.kv);
+    const repair_report rep2 = c->repair(p);
+    EXPECT_TRUE(mentions(rep2.repaired, "computed")) << joined(rep2.repaired);
+    EXPECT_EQ(c->check().kv_uncached, 0);
+    expect_consistent(*c);
+}
+
+TEST(IngestCheck, EvictionUnderASmallBudgetIsNotAProblem) {
+    // A budget of about two tiny files: precompute evicts as it goes.
+    fixture f(2 * 4096 + 4096);
+    auto c = ingest_with_kv(f);
+    const consistency_report r = c->check();
+    EXPECT_TRUE(r.problems.empty()) << joined(r.problems);
+    EXPECT_GT(r.kv_uncached, 0);
+    EXPECT_TRUE(mentions(r.notes, "without cached KV")) << joined(r.notes);
+}
+
+TEST(IngestCheck, PrecomputeRecomputesAMissingKvFile) {
+    fixture f;
+    auto c = ingest_with_kv(f);
+    const std::vector<std::string> keys = kv_keys(*c);
+    chunk_key k;
+    ASSERT_TRUE(parse_chunk_key(keys[1], &k));
+    ASSERT_TRUE(f.kv->remove(k));
+    EXPECT_EQ(c->check().kv_uncached, c->cat().kv_refcount(keys[1]));
+    ingest_params p = small_chunks();
+    p.precompute_kv = fake_precompute(f.kv);
+    const ingest_report r = c->ingest_paths({f.docs}, p);  // nothing changed but the store
+    EXPECT_EQ(r.unchanged, 4);
+    EXPECT_EQ(r.kv_computed, 1);
+    EXPECT_TRUE(f.kv->contains(k));
+    EXPECT_EQ(c->check().kv_uncached, 0);
+}
+
+TEST(IngestCheck, OverwrittenCatalogPageIsReportedAndNotRepaired) {
+    fixture f;
+    ingest_with_kv(f).reset();
+    const size_t files = f.kv->keys().size();
+    const std::string db = corpus_catalog_path(f.data);
+    // The chunk table's root page, overwritten while no one has the catalog open.
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT rootpage FROM sqlite_schema WHERE name = 'chunks'",
+                                 -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    const long page = static_cast<long>(sqlite3_column_int64(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    std::vector<uint8_t> b = slurp(db);
+    ASSERT_GE(b.size(), static_cast<size_t>(page) * 4096);
+    for (size_t i = 0; i < 4096; ++i) b[static_cast<size_t>(page - 1) * 4096 + i] = uint8_t(i * 7);
+    spit(db, b);
+
+    auto c = f.open();
+    const consistency_report r = c->check();
+    EXPECT_TRUE(mentions(r.problems, "is damaged")) << joined(r.problems);
+    const repair_report rep = c->repair(ingest_params{});
+    ASSERT_EQ(rep.not_repaired.size(), 1u);
+    EXPECT_TRUE(mentions(rep.not_repaired, "new data directory")) << rep.not_repaired[0];
+    EXPECT_EQ(f.kv->keys().size(), files);  // nothing is deleted on a catalog's word it fails
+}
+
+TEST(IngestCheck, DeletedFtsRowsAreReportedAndRebuilt) {
+    fixture f;
+    auto c = ingest_with_kv(f);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(corpus_catalog_path(f.data).c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, "DELETE FROM chunks_fts WHERE rowid % 2 = 0", nullptr, nullptr,
+                           nullptr), SQLITE_OK);
+    sqlite3_close(h);
+    const consistency_report r = c->check();
+    EXPECT_TRUE(mentions(r.problems, "full-text index")) << joined(r.problems);
+    const repair_report rep = c->repair(ingest_params{});
+    EXPECT_TRUE(rep.not_repaired.empty()) << joined(rep.not_repaired);
+    EXPECT_TRUE(mentions(rep.repaired, "full-text index")) << joined(rep.repaired);
+    expect_consistent(*c);
+    // The next ingest works (it failed "database disk image is malformed").
+    write(f.docs + "/d0.txt", doc_text(9, 2));
+    EXPECT_NO_THROW(c->ingest_paths({f.docs}, small_chunks()));
+    expect_consistent(*c);
+}
+
+TEST(IngestCheck, TruncatedCatalogWithOrphanKvFilesIsReportedAndCleared) {
+    fixture f;
+    ingest_with_kv(f).reset();
+    const size_t files = f.kv->keys().size();
+    ASSERT_GT(files, 0u);
+    ASSERT_EQ(::truncate(corpus_catalog_path(f.data).c_str(), 0), 0);
+    auto c = f.open();
+    const consistency_report r = c->check();
+    EXPECT_EQ(r.chunks, 0);
+    EXPECT_EQ(r.kv_orphans, static_cast<int64_t>(files));
+    EXPECT_TRUE(mentions(r.problems, "holds no chunks")) << joined(r.problems);
+    const repair_report rep = c->repair(ingest_params{});
+    EXPECT_TRUE(rep.not_repaired.empty()) << joined(rep.not_repaired);
+    EXPECT_TRUE(mentions(rep.notes, "re-ingest")) << joined(rep.notes);
+    EXPECT_EQ(f.kv->keys().size(), 0u);
+    expect_consistent(*c);
+}
+
+TEST(IngestCheck, RepairEmbedsAndRebuildsTheIndex) {
+    fixture f;
+    auto c = ingest_with_kv(f);
+    c->cat().clear_embeddings();  // as after an interrupted re-embed
+    const consistency_report r = c->check();
+    EXPECT_TRUE(mentions(r.problems, "without an embedding")) << joined(r.problems);
+    // The in-memory index follows the catalog's vector version (reloaded under the writer lock),
+    // so it drops the cleared vectors by itself: only the embeddings are missing.
+    EXPECT_EQ(r.vectors, 0);
+    const repair_report rep = c->repair(ingest_params{});
+    EXPECT_TRUE(rep.not_repaired.empty()) << joined(rep.not_repaired);
+    EXPECT_TRUE(mentions(rep.repaired, "rebuilt the vector index")) << joined(rep.repaired);
+    expect_consistent(*c);
+}
+
+TEST(IngestCheck, SharedStoreOrphansAreNotOurs) {
+    fixture f;
+    auto c = ingest_with_kv(f);
+    corpus_params p;  // the same store, as a store shared by another data dir
+    p.encode = [](std::string_view s) { return cbltest::word_tokens(s); };
+    p.tokenizer_id = "words";
+    p.kv = f.kv;
+    auto other = corpus::open(f.root + "/other", std::move(p));
+    const consistency_report r = other->check();
+    EXPECT_TRUE(r.problems.empty()) << joined(r.problems);
+    EXPECT_EQ(r.kv_orphans, 0);
+    other->repair(ingest_params{});
+    EXPECT_EQ(f.kv->keys().size(), kv_keys(*c).size());
 }

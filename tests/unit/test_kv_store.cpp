@@ -898,3 +898,57 @@ TEST_F(KvStore, Throughput) {
         }
     }
 }
+
+// `ingest --check` reads every layer: damage that lookup() only finds when a layer streams
+// (truncation, a flipped payload bit, another chunk's file) is reported, and verify() deletes
+// nothing (the check reports, the repair decides).
+TEST_F(KvStore, VerifyReadsEveryLayerAndChangesNothing) {
+    auto s = open();
+    const chunk_kv_meta m = small_meta();
+    for (uint64_t seed = 1; seed <= 5; ++seed) put_entry(*s, m, seed);
+    const kv_file::layout lay = kv_file::compute_layout(m);
+    EXPECT_EQ(s->verify(key_for(m, 1), &m).status, kv_verify_status::ok);
+    EXPECT_EQ(s->verify(key_for(m, 1), nullptr).status, kv_verify_status::ok);
+
+    // Truncated inside the last layer: the header still verifies.
+    const std::string p2 = entry_path(dir_, key_for(m, 2));
+    std::vector<uint8_t> b2 = slurp(p2);
+    b2.resize(b2.size() - 100);
+    spit(p2, b2);
+    // One payload bit of layer 2.
+    const std::string p3 = entry_path(dir_, key_for(m, 3));
+    std::vector<uint8_t> b3 = slurp(p3);
+    b3[lay.data_offset + 2 * lay.layer_stride + 11] ^= 0x04;
+    spit(p3, b3);
+    // Files 4 and 5 swapped.
+    const std::string p4 = entry_path(dir_, key_for(m, 4)), p5 = entry_path(dir_, key_for(m, 5));
+    const auto d4 = slurp(p4), d5 = slurp(p5);
+    spit(p4, d5);
+    spit(p5, d4);
+
+    for (uint64_t seed : {2, 3, 4, 5}) {
+        const kv_verify_result v = s->verify(key_for(m, seed), nullptr);
+        EXPECT_EQ(v.status, kv_verify_status::corrupt) << seed << ": " << v.detail;
+        EXPECT_NE(v.detail.find(".kv"), std::string::npos) << v.detail;  // names the file
+    }
+    EXPECT_TRUE(exists(p2) && exists(p3) && exists(p4) && exists(p5));
+    EXPECT_EQ(s->stats().entries, 5u);
+    EXPECT_EQ(s->stats().corrupt_removed, 0u);
+
+    chunk_kv_meta other = m;
+    other.model_fingerprint ^= 1;
+    EXPECT_EQ(s->verify(key_for(m, 1), &other).status, kv_verify_status::foreign);
+    EXPECT_TRUE(exists(entry_path(dir_, key_for(m, 1))));
+    ASSERT_TRUE(s->remove(key_for(m, 1)));
+    EXPECT_EQ(s->verify(key_for(m, 1), nullptr).status, kv_verify_status::missing);
+
+    // keys(): the files present, whatever their state, and no temp files.
+    spit(dir_ + "/" + key_for(m, 2).hex().substr(0, 2) + "/tmp-1-2-3", {1, 2, 3});
+    std::vector<std::string> listed;
+    for (const chunk_key& k : s->keys()) listed.push_back(k.hex());
+    std::sort(listed.begin(), listed.end());
+    std::vector<std::string> want;
+    for (uint64_t seed : {2, 3, 4, 5}) want.push_back(key_for(m, seed).hex());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(listed, want);
+}

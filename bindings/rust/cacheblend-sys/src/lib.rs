@@ -440,6 +440,11 @@ extern "C" {
         runtime: *mut cbl_runtime,
         out_problems: *mut *mut c_char,
     ) -> cbl_status;
+    pub fn cbl_runtime_repair(
+        runtime: *mut cbl_runtime,
+        params: *const cbl_ingest_params,
+        out_report: *mut *mut c_char,
+    ) -> cbl_status;
 
     // ---- search ----
     pub fn cbl_runtime_search(
