@@ -102,7 +102,8 @@ bool read_file(const found_file& f, int64_t limit, std::string* data, struct sta
     // may a symlink (the walk decided which links to follow and resolved them already).
     const int fd = ::open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
-        *why = errno == ELOOP ? "symbolic link (not followed)" : "cannot open: " + errno_name(errno);
+        const int err = errno;
+        *why = err == ELOOP ? "symbolic link (not followed)" : "cannot open: " + errno_name(err);
         return false;
     }
     struct closer {

@@ -36,8 +36,8 @@ const command_spec& spec() {
         },
         1 << 20,
         "Files that cannot be ingested (unreadable, invalid UTF-8, empty, too large, unsupported "
-        "type) are skipped with a reason; the rest of the folder is ingested. Symlinks inside a folder "
-        "are skipped unless --follow-symlinks is given, and never followed out of the folder.",
+        "type) are skipped with a reason; the rest of the folder is ingested. Symlinks inside a "
+        "folder are skipped unless --follow-symlinks is given, and never followed out of it.",
     };
     return s;
 }
