@@ -20,6 +20,8 @@ void fill_stat(const struct stat& st, file_stat* out) {
     out->ino = static_cast<uint64_t>(st.st_ino);
     out->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     out->mode = static_cast<uint32_t>(st.st_mode & 07777);
+    out->uid = static_cast<uint32_t>(st.st_uid);
+    out->is_link = S_ISLNK(st.st_mode);
     out->is_dir = S_ISDIR(st.st_mode);
     out->is_reg = S_ISREG(st.st_mode);
 }
@@ -113,6 +115,13 @@ public:
         return 0;
     }
 
+    int lstat(const std::string& path, file_stat* out) override {
+        struct stat st;
+        if (::lstat(path.c_str(), &st) != 0) return errno;
+        fill_stat(st, out);
+        return 0;
+    }
+
     int list_dir(const std::string& path, std::vector<std::string>* names) override {
         names->clear();
         DIR* d = ::opendir(path.c_str());
@@ -164,6 +173,7 @@ std::string errno_name(int err) {
         case EBADF: return "EBADF";
         case ENOMEM: return "ENOMEM";
         case EFBIG: return "EFBIG";
+        case ELOOP: return "ELOOP";
         default: return fmt("%s (errno %d)", std::strerror(err), err);
     }
 }

@@ -20,8 +20,10 @@ struct file_stat {
     uint64_t ino = 0;
     int64_t mtime_ns = 0;  // since the Unix epoch
     uint32_t mode = 0;     // permission bits only (st_mode & 07777)
+    uint32_t uid = 0;      // owner
     bool is_dir = false;
     bool is_reg = false;
+    bool is_link = false;  // only lstat() reports a symbolic link
 };
 
 class file_io {
@@ -44,6 +46,7 @@ public:
     virtual int mkdir(const std::string& path, uint32_t mode) = 0;  // EEXIST is reported
     virtual int fsync_dir(const std::string& path) = 0;  // makes renames/creates in it durable
     virtual int stat(const std::string& path, file_stat* out) = 0;
+    virtual int lstat(const std::string& path, file_stat* out) = 0;  // a symlink is not followed
     virtual int list_dir(const std::string& path, std::vector<std::string>* names) = 0;  // no . ..
 };
 

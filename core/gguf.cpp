@@ -606,7 +606,9 @@ std::unique_ptr<gguf_file> gguf_file::open(const std::string& path) {
     std::unique_ptr<gguf_file> f(new gguf_file());
     impl& m = *f->impl_;
     m.path = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO given as a model must not wait for a writer (it is then
+    // refused below as not a regular file).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) m.fail(status::io, fmt("open: %s", std::strerror(errno)));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {

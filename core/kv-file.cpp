@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/private-path.h"
 #include "kernels/cpu/fp16.h"
 
 // Payload rows (f16, int8) are stored in host order; header fields are encoded explicitly.
@@ -126,6 +127,8 @@ bool known_format(uint32_t f) {
 
 }  // namespace
 
+uint64_t layer_seed(const chunk_key& key) { return get64(key.bytes); }
+
 layout compute_layout(const chunk_kv_meta& m) {
     if (!known_format(static_cast<uint32_t>(m.format)))
         throw error(status::invalid_arg, fmt("kv file: unknown kv format %u",
@@ -199,6 +202,9 @@ header decode_header(const uint8_t* data, size_t n, uint64_t file_size) {
     if (h.version > version)
         throw error(status::format, fmt("kv file: format version %u is newer than this "
                                         "library's (%u)", h.version, version));
+    if (h.version < version)
+        throw error(status::unsupported, fmt("kv file: format version %u is older than this "
+                                             "library's (%u)", h.version, version));
     const uint64_t header_size = get32(data + 12);
     if (header_size < fixed_header_bytes + 8 || header_size > n) bad("header size out of range");
     const uint64_t sum = get64(data + header_size - 8);
@@ -388,7 +394,7 @@ void builder::put_layer(int32_t layer, const float* k, const float* v, int64_t l
     encode_layer(hdr_.meta, k, v, ld, dst);
     std::memset(dst + layout_.layer_bytes, 0,
                 static_cast<size_t>(layout_.layer_stride - layout_.layer_bytes));
-    e.checksum = xxh64(dst, static_cast<size_t>(layout_.layer_stride));
+    e.checksum = xxh64(dst, static_cast<size_t>(layout_.layer_stride), layer_seed(hdr_.key));
     have_[static_cast<size_t>(layer)] = true;
 }
 
@@ -452,7 +458,8 @@ void kv_file_reader::read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld
                                          errno_name(err).c_str()));
     bytes_read_ += got;
     if (got != n) corrupt(fmt("layer %d is truncated", layer));
-    if (xxh64(buf_.get(), n) != e.checksum) corrupt(fmt("layer %d checksum mismatch", layer));
+    if (xxh64(buf_.get(), n, kv_file::layer_seed(hdr_.key)) != e.checksum)
+        corrupt(fmt("layer %d checksum mismatch", layer));
     kv_file::decode_layer(hdr_.meta, buf_.get(), k, v, ld);
 }
 
@@ -468,11 +475,21 @@ kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::strin
     kv_open_result r;
     int fd = -1;
     int err = ENOENT;
+    // O_NOFOLLOW: a symlink planted in the store must not make us read (and then serve) a file
+    // from elsewhere; O_NONBLOCK: a FIFO at the path must not hang the lookup.
+    const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
     if (direct_io) {
-        err = io->open(path, O_RDONLY | O_DIRECT, 0, &fd);
-        if (err == EINVAL) err = io->open(path, O_RDONLY, 0, &fd);  // tmpfs etc.: no O_DIRECT
+        err = io->open(path, flags | O_DIRECT, 0, &fd);
+        if (err == EINVAL) err = io->open(path, flags, 0, &fd);  // tmpfs etc.: no O_DIRECT
     } else {
-        err = io->open(path, O_RDONLY, 0, &fd);
+        err = io->open(path, flags, 0, &fd);
+    }
+    if (err == ELOOP) {
+        // The link itself is what gets removed: remember its identity, not its target's.
+        r.have_st = io->lstat(path, &r.st) == 0;
+        r.status = kv_open_status::corrupt;
+        r.detail = fmt("%s: symbolic link (not followed)", path.c_str());
+        return r;
     }
     if (err != 0) {
         r.status = err == ENOENT ? kv_open_status::missing : kv_open_status::io_error;
@@ -493,6 +510,8 @@ kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::strin
         return std::move(r);
     };
     if (!r.st.is_reg) return fail(kv_open_status::corrupt, "not a regular file");
+    if (const std::string why = private_path_problem(r.st); !why.empty())
+        return fail(kv_open_status::corrupt, why);
     if (r.st.size < kv_file::alignment) return fail(kv_open_status::corrupt, "file is truncated");
 
     // One aligned block holds the header of any chunk up to ~1000 tokens; read more if needed.
@@ -525,9 +544,10 @@ kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::strin
     try {
         h = kv_file::decode_header(buf.get(), want, r.st.size);
     } catch (const error& e) {
-        return fail(e.code() == status::format ? kv_open_status::future_version
-                                               : kv_open_status::corrupt,
-                    e.what());
+        const kv_open_status s = e.code() == status::format        ? kv_open_status::future_version
+                                 : e.code() == status::unsupported ? kv_open_status::foreign
+                                                                   : kv_open_status::corrupt;
+        return fail(s, e.what());
     }
     if (h.key != key) return fail(kv_open_status::corrupt, "holds another chunk key");
     const chunk_kv_meta& m = h.meta;

@@ -1,9 +1,9 @@
 // The chunk KV file format (DESIGN.md §5, STYLE.md §10). Self-describing: a file alone says which
 // model, KV format, shape, chunk key and tokens it holds, and every byte is covered by a checksum.
 //
-// Version 1, all integers little-endian:
+// Version 2, all integers little-endian:
 //   0    8  magic "CBLKVST\0"
-//   8    4  format version (1)
+//   8    4  format version (2)
 //   12   4  header_size: bytes from 0 up to and including the header checksum
 //   16   8  model fingerprint
 //   24   4  kv_format (1 = f16, 2 = q8, 3 = exact)
@@ -25,9 +25,15 @@
 //   q8 : K int8 [n_tokens][kv_dim] | K scales f16 [n_tokens][n_kv_head]
 //        | V int8 [n_tokens][kv_dim] | V scales f16 [n_tokens][n_kv_head]
 //        (scale = amax/127 of that head's row, value = int8 * scale)
-// followed by zeros up to the stride; the layer checksum is xxh64(seed 0) of the whole padded
-// extent, so a flipped padding byte is caught too. Readers recompute the layout from the header's
-// shape and reject any table entry that disagrees, so no offset in a file is ever trusted.
+// followed by zeros up to the stride; the layer checksum is xxh64 of the whole padded extent, so
+// a flipped padding byte is caught too, seeded with the chunk key's first 8 bytes (little-endian,
+// layer_seed()): a layer is bound to its chunk, and another chunk's layers spliced under this
+// header (even with the table and header checksum redone) fail to verify. Readers recompute the
+// layout from the header's shape and reject any table entry that disagrees, so no offset in a
+// file is ever trusted.
+//
+// Version 1 was the same with seed 0 for layers. A library reading version 2 treats a version 1
+// file as foreign (a miss: it is removed and the chunk recomputed; the store is a cache).
 #pragma once
 
 #include <cstddef>
@@ -48,7 +54,7 @@ uint64_t xxh64(const void* data, size_t n, uint64_t seed = 0);
 
 namespace kv_file {
 
-constexpr uint32_t version = 1;
+constexpr uint32_t version = 2;
 constexpr uint64_t alignment = 4096;
 constexpr size_t fixed_header_bytes = 88;
 constexpr size_t layer_entry_bytes = 24;
@@ -64,10 +70,13 @@ constexpr uint64_t max_file_size = uint64_t(1) << 40;
 constexpr uint64_t max_header_bytes =
     fixed_header_bytes + 4 * uint64_t(max_tokens) + layer_entry_bytes * max_layers + 8;
 
+// The seed of every layer checksum of the chunk `key`: its first 8 bytes, little-endian.
+uint64_t layer_seed(const chunk_key& key);
+
 struct layer_entry {
     uint64_t offset = 0;
     uint64_t size = 0;      // payload bytes, padding excluded
-    uint64_t checksum = 0;  // xxh64 of the padded extent [offset, offset + stride)
+    uint64_t checksum = 0;  // xxh64(layer_seed(key)) of the extent [offset, offset + stride)
 };
 
 struct layout {
@@ -93,8 +102,9 @@ struct header {
 std::vector<uint8_t> encode_header(const header& h);
 
 // Parses and verifies a header from `n` bytes at the start of a file of `file_size` bytes
-// (n >= data_offset to also check the padding). Throws error(format) for a future version and
-// error(corrupt) for anything else that is wrong. Does not compare with an expectation.
+// (n >= data_offset to also check the padding). Throws error(format) for a future version,
+// error(unsupported) for an older one and error(corrupt) for anything else that is wrong. Does
+// not compare with an expectation.
 header decode_header(const uint8_t* data, size_t n, uint64_t file_size);
 
 // Encodes one layer's payload (layer_bytes) from f32 rows; throws error(invalid_arg) when q8 meets
@@ -162,8 +172,10 @@ enum class kv_open_status {
     ok,
     missing,         // no such file
     io_error,        // could not read it (kept: not evidence of damage)
-    corrupt,         // bad magic, checksum, size, layout, or a key that is not the file's name
-    foreign,         // valid, but another model / format / shape than expected
+    // bad magic, checksum, size, layout, a key that is not the file's name, or not a regular
+    // file owned by us that others cannot write (a symlink, a FIFO, a planted file)
+    corrupt,
+    foreign,         // valid, but another model / format / shape or an older version
     future_version,  // written by a newer library
 };
 
@@ -175,8 +187,9 @@ struct kv_open_result {
     std::unique_ptr<kv_file_reader> reader;  // only when ok
 };
 
-// Opens `path`, verifies its header, and checks it holds `key` with meta equal to `expect`.
-// Never throws for a bad file (only std::bad_alloc).
+// Opens `path` (never through a symlink, never blocking on a FIFO), verifies its header, and
+// checks it holds `key` with meta equal to `expect`. Never throws for a bad file (only
+// std::bad_alloc).
 kv_open_result open_kv_file(const std::shared_ptr<file_io>& io, const std::string& path,
                             const chunk_key& key, const chunk_kv_meta& expect, bool direct_io);
 // The same with expect == nullptr accepting any model and shape (checks that know no model).

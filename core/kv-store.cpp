@@ -23,6 +23,7 @@
 #include "core/file-io.h"
 #include "core/kv-file.h"
 #include "core/log.h"
+#include "core/private-path.h"
 
 namespace cacheblend {
 
@@ -196,8 +197,8 @@ public:
         return std::make_unique<store_writer>(shared_from_this(), key, meta, tokens);
     }
     bool contains(const chunk_key& key) override {
-        file_stat st;
-        return io_->stat(file_path(key.hex()), &st) == 0 && st.is_reg;
+        file_stat st;  // lstat: a symlink is never a stored chunk (lookup removes it)
+        return io_->lstat(file_path(key.hex()), &st) == 0 && st.is_reg;
     }
     bool remove(const chunk_key& key) override;
     void evict_to(uint64_t bytes) override { evict(bytes, nullptr); }
@@ -269,14 +270,23 @@ void store_impl::make_dirs() {
     file_stat st;
     check_io(io_->stat(dir_, &st), status::io, "stat", dir_);
     if (!st.is_dir) throw error(status::io, fmt("kvstore: %s is not a directory", dir_.c_str()));
+    // KV another user could have written would be served as ours: refuse such a store.
+    require_private("KV store", dir_, st);
 }
 
 void store_impl::open_index() {
     const std::string path = dir_ + "/" + k_index_name;
     // Create it ourselves so it is 0600 from birth; SQLite gives -wal/-shm the same mode.
     int fd = -1;
-    check_io(io_->open(path, O_RDWR | O_CREAT, 0600, &fd), status::io, "create", path);
-    io_->close(fd);
+    check_io(io_->open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0600, &fd), status::io,
+             "create", path);
+    io_fd f(io_.get(), fd);
+    file_stat st;
+    check_io(io_->fstat(fd, &st), status::io, "fstat", path);
+    if (!st.is_reg)
+        throw error(status::io, fmt("kvstore: %s is not a regular file", path.c_str()));
+    require_private("KV store index", path, st);
+    f.reset();
     const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) {
@@ -368,7 +378,15 @@ void store_impl::reconcile() {
         if (s.size() != 2 || !is_hex_key(s + std::string(62, '0'))) continue;
         const std::string sd = dir_ + "/" + s;
         file_stat st;
-        if (io_->stat(sd, &st) != 0 || !st.is_dir) continue;
+        if (io_->lstat(sd, &st) != 0) continue;
+        if (st.is_link) {
+            // We only ever create folders here: a link would lead lookups out of the store.
+            log_write(log_level::warn, "kvstore: removing symbolic link %s", sd.c_str());
+            io_->unlink(sd);
+            continue;
+        }
+        if (!st.is_dir) continue;
+        require_private("KV store folder", sd, st);
         {
             std::lock_guard<std::mutex> lk(mu_);
             durable_shards_.insert(sd);
@@ -388,7 +406,7 @@ void store_impl::reconcile() {
             if (n.size() != 67 || n.compare(64, 3, ".kv") != 0) continue;
             const std::string hex = n.substr(0, 64);
             if (!is_hex_key(hex) || hex.compare(0, 2, s) != 0) continue;
-            if (io_->stat(path, &st) != 0 || !st.is_reg) continue;
+            if (io_->lstat(path, &st) != 0 || !st.is_reg) continue;  // links: lookup removes
             files.push_back({hex, st});
         }
     }
@@ -407,7 +425,8 @@ void store_impl::reconcile() {
         // Adopt: verification happens at lookup; the fingerprint is informative only.
         uint64_t fp = 0;
         int fd = -1;
-        if (io_->open(file_path(f.hex), O_RDONLY, 0, &fd) != 0) continue;  // evicted meanwhile
+        if (io_->open(file_path(f.hex), O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, &fd) != 0)
+            continue;  // evicted meanwhile
         uint8_t hdr[24];
         size_t got = 0;
         if (io_->pread(fd, hdr, sizeof(hdr), 0, &got) == 0 && got == sizeof(hdr) &&
@@ -425,7 +444,7 @@ void store_impl::reconcile() {
         if (on_disk.count(hex)) continue;
         file_stat st;
         // Re-check: a writer may have renamed it into place after our listing.
-        if (io_->stat(file_path(hex), &st) == ENOENT) {
+        if (io_->lstat(file_path(hex), &st) == ENOENT) {
             stmt s(db_, "DELETE FROM entries WHERE key = ?1");
             s.bind(1, hex).step();
         }
@@ -438,8 +457,18 @@ void store_impl::ensure_shard(const std::string& shard) {
         std::lock_guard<std::mutex> lk(mu_);
         if (durable_shards_.count(shard)) return;
     }
-    const int err = io_->mkdir(shard, 0700);
+    int err = io_->mkdir(shard, 0700);
+    file_stat st;
+    if (err == EEXIST && io_->lstat(shard, &st) == 0 && st.is_link) {
+        // A link planted since open (reconcile removes those it finds): ours is a folder.
+        io_->unlink(shard);
+        err = io_->mkdir(shard, 0700);
+    }
     if (err != 0 && err != EEXIST) check_io(err, status::io_write, "mkdir", shard);
+    check_io(io_->lstat(shard, &st), status::io_write, "stat", shard);
+    if (!st.is_dir)
+        throw error(status::io_write, fmt("kvstore: %s is not a directory", shard.c_str()));
+    require_private("KV store folder", shard, st);
     // The new directory entry must be durable before files in it can be.
     check_io(io_->fsync_dir(dir_), status::io_write, "fsync", dir_);
     std::lock_guard<std::mutex> lk(mu_);
@@ -518,7 +547,7 @@ void store_impl::drop_row(const std::string& hex) {
 void store_impl::drop_file(const std::string& hex, const file_stat* st) {
     const std::string path = file_path(hex);
     file_stat now;
-    const int err = io_->stat(path, &now);
+    const int err = io_->lstat(path, &now);  // a link is removed itself, not judged by its target
     if (err == 0) {
         if (st && (now.dev != st->dev || now.ino != st->ino)) return;  // replaced: not ours
         const int u = io_->unlink(path);
@@ -541,7 +570,7 @@ void store_impl::touch(const std::string& hex, const file_stat& ident, uint64_t 
         stmt u(db_, "UPDATE entries SET last_access = ?1, bytes = ?2 WHERE key = ?3");
         u.bind(1, now).bind(2, static_cast<int64_t>(bytes)).bind(3, hex).step();
         file_stat st;
-        if (sqlite3_changes(db_) == 0 && io_->stat(file_path(hex), &st) == 0 &&
+        if (sqlite3_changes(db_) == 0 && io_->lstat(file_path(hex), &st) == 0 &&
             st.dev == ident.dev && st.ino == ident.ino) {
             // A verified file the index does not know: a writer died between rename and insert.
             // (The stat skips files another process evicted while we were verifying them.)
@@ -576,7 +605,7 @@ std::unique_ptr<chunk_kv_reader> store_impl::lookup(const chunk_key& key,
         }
         case kv_open_status::missing: {
             file_stat st;  // a writer may have renamed it into place since our open
-            if (io_->stat(file_path(hex), &st) == ENOENT) drop_row(hex);
+            if (io_->lstat(file_path(hex), &st) == ENOENT) drop_row(hex);
             break;
         }
         case kv_open_status::io_error:

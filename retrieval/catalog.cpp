@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/private-path.h"
 
 namespace cacheblend {
 
@@ -150,6 +151,8 @@ catalog::~catalog() {
 }
 
 std::unique_ptr<catalog> catalog::open(const std::string& path) {
+    // The catalog's text is what search returns: one others could write is not ours to trust.
+    require_private_path("catalog", path, false);
     std::unique_ptr<catalog> c(new catalog(path));
     // The catalog holds document text: owner-only, like the KV store (DESIGN.md §5).
     const mode_t old = ::umask(077);

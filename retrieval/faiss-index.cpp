@@ -16,10 +16,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 
 #include "core/chunk-hash.h"
@@ -34,6 +33,32 @@ using idx_t = faiss::Index::idx_t;
 
 constexpr char k_magic[8] = {'C', 'B', 'L', 'V', 'I', 'D', 'X', '\0'};
 constexpr uint32_t k_file_version = 1;
+
+// The whole index file, or false with a reason. Only a regular file is read: a FIFO must not
+// hang every command, a directory must not fail it (an unusable file means a rebuild).
+bool read_index_file(const std::string& path, std::string* data, std::string* why) {
+    const std::shared_ptr<file_io> io = posix_file_io();
+    int fd = -1;
+    const int err = io->open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0, &fd);
+    if (err != 0) {
+        *why = err == ENOENT ? "no index file" : "cannot open: " + errno_name(err);
+        return false;
+    }
+    io_fd f(io.get(), fd);
+    file_stat st;
+    if (io->fstat(fd, &st) != 0 || !st.is_reg) {
+        *why = path + " is not a regular file";
+        return false;
+    }
+    data->resize(static_cast<size_t>(st.size));
+    size_t got = 0;
+    if (const int e = io->pread(fd, data->data(), data->size(), 0, &got); e != 0) {
+        *why = "read failed: " + errno_name(e);
+        return false;
+    }
+    data->resize(got);
+    return true;
+}
 
 faiss::IndexIDMap2* idmap(const std::unique_ptr<faiss::Index>& p) {
     return static_cast<faiss::IndexIDMap2*>(p.get());
@@ -272,6 +297,11 @@ void vector_index::save(const std::string& path, int64_t vector_version) const {
     body.append(reinterpret_cast<const char*>(sum), sizeof(sum));
 
     std::shared_ptr<file_io> io = posix_file_io();
+    // rename() cannot replace a directory; say so, not just EISDIR (anything else is replaced).
+    if (file_stat st; io->lstat(path, &st) == 0 && st.is_dir)
+        throw error(status::io_write, fmt("vector index: %s is a directory, not an index file: "
+                                          "remove it (the index is rebuilt from the catalog)",
+                                          path.c_str()));
     // A temp name of our own (pid + counter, O_EXCL): two writers never share one, and a failed
     // save removes it (a killed writer's is removed by the next one under the writer lock).
     static std::atomic<uint64_t> seq{0};
@@ -306,12 +336,8 @@ std::unique_ptr<vector_index> vector_index::load(const std::string& path, int32_
                                                  int64_t vector_version, std::string* why) {
     std::string tmp;
     std::string& reason = why ? *why : tmp;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        reason = "no index file";
-        return nullptr;
-    }
-    const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::string data;
+    if (!read_index_file(path, &data, &reason)) return nullptr;
     if (data.size() < sizeof(k_magic) + 32 || std::memcmp(data.data(), k_magic, 8) != 0) {
         reason = "not an index file";
         return nullptr;

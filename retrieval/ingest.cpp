@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/file-io.h"
 #include "core/kv-store.h"
+#include "core/private-path.h"
 
 namespace cacheblend {
 
@@ -85,13 +86,24 @@ bool parse_key_hex(const std::string& hex, chunk_key* out) {
     return true;
 }
 
+// A file the walk found and the identity it had when it was checked. read_file opens it without
+// following a symlink and refuses a different file (one swapped in after the walk looked).
+struct found_file {
+    std::string path;       // as walked or named: reported, and stored as metadata "path"
+    std::string open_path;  // what is opened: `path`, or a followed symlink's real target
+    dev_t dev = 0;
+    ino_t ino = 0;
+};
+
 // Reads a whole regular file; returns an error reason instead of throwing (skipped files).
-bool read_file(const std::string& path, int64_t limit, std::string* data, struct stat* st,
+bool read_file(const found_file& f, int64_t limit, std::string* data, struct stat* st,
                std::string* why) {
-    // O_NONBLOCK: a FIFO named *.txt must not hang the run (it is then skipped as no file).
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    // O_NONBLOCK: a FIFO swapped in after the walk must not hang the run; O_NOFOLLOW: neither
+    // may a symlink (the walk decided which links to follow and resolved them already).
+    const int fd = ::open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
-        *why = "cannot open: " + errno_name(errno);
+        const int err = errno;
+        *why = err == ELOOP ? "symbolic link (not followed)" : "cannot open: " + errno_name(err);
         return false;
     }
     struct closer {
@@ -104,6 +116,10 @@ bool read_file(const std::string& path, int64_t limit, std::string* data, struct
     }
     if (!S_ISREG(st->st_mode)) {
         *why = "not a regular file";
+        return false;
+    }
+    if (st->st_dev != f.dev || st->st_ino != f.ino) {
+        *why = "replaced while being ingested (not the file that was checked)";
         return false;
     }
     if (st->st_size > limit) {
@@ -136,11 +152,47 @@ std::string absolute(const std::string& path) {
 }
 
 struct walk_state {
-    std::vector<std::string> files;
+    std::string root;              // real path of the folder being walked
+    bool follow_symlinks = false;  // ingest_params::follow_symlinks
+    std::vector<found_file> files;
     std::vector<std::pair<std::string, std::string>> errors;
 };
 
-// Sorted recursive listing; hidden names skipped, symlinked folders not followed (no loops).
+const char* const k_special_file = "not a regular file (FIFO, device or socket): not opened";
+
+// A symlink met in a folder: followed only when asked and when its target stays inside the
+// ingested folder, so a planted link cannot pull in a file from elsewhere (issue 17).
+void add_link(const std::string& p, walk_state& w) {
+    if (!w.follow_symlinks) {
+        w.errors.emplace_back(p, "symbolic link (not followed)");
+        return;
+    }
+    char buf[PATH_MAX];
+    if (!::realpath(p.c_str(), buf)) {
+        w.errors.emplace_back(p, "symbolic link to a missing target: " + errno_name(errno));
+        return;
+    }
+    const std::string target = buf;
+    if (target.compare(0, w.root.size(), w.root) != 0 || target.size() <= w.root.size() ||
+        (w.root != "/" && target[w.root.size()] != '/')) {
+        w.errors.emplace_back(p, "symbolic link leading outside " + w.root + " (not followed)");
+        return;
+    }
+    struct stat st {};
+    if (::stat(target.c_str(), &st) != 0) {
+        w.errors.emplace_back(p, "cannot stat: " + errno_name(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        // The target is inside the folder: the walk reaches it (and avoids loops) on its own.
+        w.errors.emplace_back(p, "symbolic link to a folder (not followed)");
+    } else if (!S_ISREG(st.st_mode)) {
+        w.errors.emplace_back(p, k_special_file);
+    } else {
+        w.files.push_back({p, target, st.st_dev, st.st_ino});
+    }
+}
+
+// Sorted recursive listing; hidden names skipped, symlinks not followed (add_link), special
+// files never opened.
 void walk(const std::string& dir, walk_state& w, int depth) {
     if (depth > 64) {
         w.errors.emplace_back(dir, "folder nesting deeper than 64");
@@ -167,8 +219,12 @@ void walk(const std::string& dir, walk_state& w, int depth) {
         }
         if (S_ISDIR(st.st_mode)) {
             walk(p, w, depth + 1);
+        } else if (S_ISREG(st.st_mode)) {
+            w.files.push_back({p, p, st.st_dev, st.st_ino});
+        } else if (S_ISLNK(st.st_mode)) {
+            add_link(p, w);
         } else {
-            w.files.push_back(p);  // special files get a reason when read
+            w.errors.emplace_back(p, k_special_file);
         }
     }
 }
@@ -232,6 +288,9 @@ std::unique_ptr<corpus> corpus::open(const std::string& dir, corpus_params p) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
         throw error(status::io_write, "corpus: cannot create " + dir + ": " + errno_name(errno));
     }
+    // Ours when we just made it (0700); a pre-existing one others can write is refused.
+    require_private_path("data directory", dir, true);
+    require_private_path("vector index", corpus_index_path(dir), false);
     std::unique_ptr<corpus> c(new corpus());
     c->dir_ = dir;
     c->p_ = std::move(p);
@@ -261,7 +320,12 @@ std::unique_ptr<corpus> corpus::open(const std::string& dir, corpus_params p) {
             // Saved only when no writer is busy and the catalog has not moved since v (a reader
             // must not stamp a version its contents may not match).
             const std::unique_ptr<writer_lock> wl = writer_lock::try_acquire(dir);
-            if (wl && c->cat_->vector_version() == v) c->save_index_locked();
+            try {
+                if (wl && c->cat_->vector_version() == v) c->save_index_locked();
+            } catch (const error&) {
+                // The index is a cache: search works from the rebuild. It stays dirty, so the next
+                // ingest's save reports why (e.g. a folder at vectors.faiss, by path).
+            }
         }
     }
     return c;
@@ -415,8 +479,10 @@ ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const 
     ingest_report r;
     if (!p_.emb) r.notices.push_back("no embedder: chunks are stored for BM25 only");
     walk_state w;
+    w.follow_symlinks = p.follow_symlinks;
     std::vector<std::string> dirs;
     for (const std::string& path : paths) {
+        // stat, not lstat: a path the caller named may be a symlink (they chose to follow it).
         struct stat st {};
         if (::stat(path.c_str(), &st) != 0) {
             w.errors.emplace_back(path, "cannot access: " + errno_name(errno));
@@ -425,28 +491,33 @@ ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const 
         const std::string abs = absolute(path);
         if (S_ISDIR(st.st_mode)) {
             dirs.push_back(abs);
+            w.root = abs;
             walk(abs, w, 0);
+        } else if (S_ISREG(st.st_mode)) {
+            w.files.push_back({abs, abs, st.st_dev, st.st_ino});
         } else {
-            w.files.push_back(abs);
+            w.errors.emplace_back(path, k_special_file);
         }
     }
     report_progress(p, "scan", 1, 1, "");
     std::set<std::string> seen;
     const int64_t total = static_cast<int64_t>(w.files.size());
     for (int64_t i = 0; i < total; ++i) {
-        const std::string& f = w.files[static_cast<size_t>(i)];
+        const found_file& ff = w.files[static_cast<size_t>(i)];
+        const std::string& f = ff.path;
         report_progress(p, "ingest", i, total, f);
         doc_input in;
         if (!doc_kind_from_path(f, &in.kind)) {
             r.skipped_files.emplace_back(f, "unsupported file type (want .txt, .md or .html)");
             continue;
         }
+        in.uri = absolute(ff.open_path);
+        // A followed symlink and its target (or a path named twice) are one document.
+        if (!seen.insert(in.uri).second) continue;
         ++r.files_seen;
-        in.uri = absolute(f);
-        seen.insert(in.uri);
         struct stat st {};
         std::string why;
-        if (!read_file(f, p.max_document_bytes, &in.source, &st, &why)) {
+        if (!read_file(ff, p.max_document_bytes, &in.source, &st, &why)) {
             r.skipped_files.emplace_back(f, why);
             continue;
         }

@@ -57,6 +57,10 @@ struct ingest_params {
     std::string collection;                      // stored with every document
     int64_t max_document_bytes = 64ll << 20;     // larger files are skipped with a reason
     bool prune_missing = true;  // documents under an ingested folder whose file is gone go
+    // Symlinks met in a folder are skipped ("symbolic link (not followed)") unless this is set;
+    // then a link to a file is followed only when its real path stays inside that folder.
+    // Paths given to ingest_paths are followed either way (the caller named them).
+    bool follow_symlinks = false;
     // Called between files and batches; return false to stop (error(status::aborted)).
     std::function<bool(const ingest_progress&)> progress;
     // Eager KV precompute: computes and stores the chunk's KV, returns its chunk key (hex).
@@ -100,7 +104,8 @@ public:
     std::shared_ptr<const vector_index> index() const;
     const std::string& dir() const { return dir_; }
 
-    // Files and folders (recursively; hidden entries and symlinked folders are not followed).
+    // Files and folders (recursively; hidden entries, symlinks (see ingest_params::
+    // follow_symlinks) and special files are skipped with a reason; nothing outside is read).
     ingest_report ingest_paths(const std::vector<std::string>& paths, const ingest_params& p);
     // One in-memory document under a caller-chosen uri (metadata: a JSON object or empty).
     // Returns false when unchanged. Throws status::invalid_arg for bad text or metadata.

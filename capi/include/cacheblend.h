@@ -234,6 +234,10 @@ typedef struct cbl_ingest_params {
     bool precompute_kv;          /* compute every new chunk's KV now (else on first use) */
     cbl_progress_fn progress;    /* NULL = none */
     void *progress_user_data;
+    /* ingest_path: follow a symlink met in the folder when its real path stays inside that
+       folder (else, and by default, it is skipped: "symbolic link (not followed)"). A path
+       passed in is followed either way. */
+    bool follow_symlinks;
     /* new fields are appended here only */
 } cbl_ingest_params;
 

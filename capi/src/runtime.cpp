@@ -25,6 +25,7 @@ cacheblend::ingest_params to_ingest(const char* fn, const cbl_ingest_params& in)
     cacheblend::ingest_params p;
     if (in.chunk_tokens > 0) p.chunking.max_tokens = in.chunk_tokens;
     if (in.collection) p.collection = in.collection;
+    p.follow_symlinks = in.follow_symlinks;
     if (cbl_progress_fn cb = in.progress) {
         void* user = in.progress_user_data;
         p.progress = [cb, user](const cacheblend::ingest_progress& pr) {

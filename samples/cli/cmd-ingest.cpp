@@ -28,6 +28,7 @@ const command_spec& spec() {
             {"chunk-tokens", "N", "chunk budget in model tokens (default 512)"},
             {"collection", "C", "collection name stored with the documents"},
             {"precompute", "", "compute and store each chunk's KV now"},
+            {"follow-symlinks", "", "follow symlinks that stay inside the ingested folder"},
             {"remove", "URI", "remove a document (its absolute path) instead", true},
             {"check", "", "verify the catalog, the index and every KV file, and that they agree"},
             {"repair", "", "fix what --check finds (with --precompute: compute missing KV too)"},
@@ -36,8 +37,9 @@ const command_spec& spec() {
         },
         1 << 20,
         "Files that cannot be ingested (unreadable, invalid UTF-8, empty, too large, unsupported "
-        "type) are skipped with a reason; the rest of the folder is ingested. --check and "
-        "--repair exit 1 when problems remain.",
+        "type) are skipped with a reason; the rest of the folder is ingested. Symlinks inside a "
+        "folder are skipped unless --follow-symlinks is given, and never followed out of it. "
+        "--check and --repair exit 1 when problems remain.",
     };
     return s;
 }
@@ -105,6 +107,7 @@ int run_ingest(const std::vector<std::string>& args) {
     ip.chunk_tokens = static_cast<int32_t>(a.get_int("chunk-tokens", 512, 8, 1 << 16));
     if (!collection.empty()) ip.collection = collection.c_str();
     ip.precompute_kv = a.has("precompute");
+    ip.follow_symlinks = a.has("follow-symlinks");
     progress_bar bar("ingest", 100, !json);
     ingest_log log;
     log.bar = &bar;

@@ -1,6 +1,7 @@
 // Catalog: schema, replace/remove, FTS5 BM25 with hostile queries, filters, KV references.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -252,4 +253,30 @@ TEST(Catalog, DeletedFtsRowsAreFoundAndRebuilt) {
     cat->rebuild_fts();
     EXPECT_EQ(cat->fts_problem(), "");
     EXPECT_EQ(cat->search_bm25("panda", 10).size(), 1u);
+}
+
+// Issue 17: a catalog others can write held chunk text another user rewrote, and search returned
+// it. Such a catalog (or one another user owns) is refused with the path and the fix.
+TEST(Catalog, CatalogOthersCanWriteIsRefused) {
+    const std::string dir = temp_dir();
+    const std::string path = dir + "/catalog.db";
+    catalog::open(path)->replace_document(doc("a"), {chunk("alpha")});
+    ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+    try {
+        catalog::open(path);
+        ADD_FAILURE() << "a 0666 catalog was opened";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::io);
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(path), std::string::npos) << msg;
+        EXPECT_NE(msg.find("writable by other users (mode 0666)"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("chmod go-w"), std::string::npos) << msg;
+    }
+    ASSERT_EQ(::chmod(path.c_str(), 0644), 0);  // readable by others is the user's choice
+    EXPECT_EQ(catalog::open(path)->count_documents(), 1);
+    if (::geteuid() == 0) {  // only root can give a file away
+        ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+        EXPECT_THROW(catalog::open(path), error);
+    }
+    EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }

@@ -2,6 +2,7 @@
 // and construction depth reaching FAISS, save/load with version stamps and corruption handling,
 // rebuild from the catalog.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "retrieval/faiss-index.h"
+#include "util/fifo-guard.h"
 
 using namespace cacheblend;
 
@@ -154,6 +156,40 @@ TEST(VectorIndex, SaveLoadStaleAndCorrupt) {
     std::remove(path.c_str());
     EXPECT_FALSE(vector_index::load(path, 8, p, 7, &why));
     EXPECT_EQ(why, "no index file");
+}
+
+// Issue 17: a directory at the index path failed every command ("basic_filebuf::underflow"),
+// and a FIFO would hang it. Either is an unusable file now (load says why; the caller
+// rebuilds), and saving over a directory fails with an error naming the path.
+TEST(VectorIndex, NonRegularIndexFileIsUnusableAndSaveOverAFolderSaysSo) {
+    const std::string dir = temp_dir();
+    const std::string path = dir + "/v.faiss";
+    vector_index_params p;
+    std::string why;
+    ASSERT_EQ(::mkdir(path.c_str(), 0700), 0);
+    EXPECT_FALSE(vector_index::load(path, 8, p, 7, &why));
+    EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
+    vector_index idx(8, p);
+    auto x = random_vectors(10, 8, 5);
+    idx.add(iota_ids(10, 1), x.data());
+    try {
+        idx.save(path, 7);
+        ADD_FAILURE() << "saved over a directory";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::io_write);
+        EXPECT_NE(std::string(e.what()).find(path + " is a directory"), std::string::npos)
+            << e.what();
+    }
+    ASSERT_EQ(::rmdir(path.c_str()), 0);
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    EXPECT_TRUE(cbltest::returns_soon(path, [&] {
+        EXPECT_FALSE(vector_index::load(path, 8, p, 7, &why));
+    }));
+    EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
+    idx.save(path, 7);  // a FIFO is replaced like any file
+    EXPECT_TRUE(vector_index::load(path, 8, p, 7, &why)) << why;
+    std::remove(path.c_str());
+    ::rmdir(dir.c_str());
 }
 
 TEST(VectorIndex, RebuildFromCatalog) {

@@ -3,6 +3,7 @@
 // must end in a cacheblend::error with the right status, never a crash.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "kernels/dtype.h"
+#include "util/fifo-guard.h"
 #include "util/gguf-writer.h"
 #include "util/test-util.h"
 
@@ -463,6 +465,28 @@ TEST(gguf, io_errors) {
     } catch (const cacheblend::error& e) {
         EXPECT_EQ(e.code(), status::io) << e.what();
     }
+}
+
+// Issue 17: a FIFO given as the model hung forever (open for reading waits for a writer). It is
+// refused now as not a regular file, naming the path, without waiting.
+TEST(gguf, fifo_is_refused_without_hanging) {
+    char tmpl[] = "/tmp/cbl-gguf-fifo-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const std::string fifo = std::string(tmpl) + "/model.gguf";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_TRUE(cbltest::returns_soon(fifo, [&] {
+        try {
+            gguf_file::open(fifo);
+            ADD_FAILURE() << "opened a FIFO";
+        } catch (const cacheblend::error& e) {
+            EXPECT_EQ(e.code(), status::io) << e.what();
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find(fifo), std::string::npos) << msg;
+            EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+        }
+    }));
+    ::unlink(fifo.c_str());
+    ::rmdir(tmpl);
 }
 
 // ---------------------------------------------------------------- header

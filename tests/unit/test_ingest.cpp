@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/kv-store.h"
 #include "retrieval/ingest.h"
+#include "util/fifo-guard.h"
 #include "util/hash-embedder.h"
 
 using namespace cacheblend;
@@ -242,7 +243,7 @@ TEST(Ingest, BadInputIsSkippedWithAReason) {
     EXPECT_NE(why["huge.txt"].find("too large"), std::string::npos);
     EXPECT_NE(why["nul.txt"].find("NUL"), std::string::npos);
     EXPECT_NE(why["image.png"].find("unsupported"), std::string::npos);
-    EXPECT_NE(why["dangling.txt"].find("ENOENT"), std::string::npos);
+    EXPECT_NE(why["dangling.txt"].find("symbolic link (not followed)"), std::string::npos);
     EXPECT_NE(why["fifo.txt"].find("not a regular file"), std::string::npos);
     EXPECT_NE(why["does-not-exist"].find("cannot access"), std::string::npos);
     if (!root) EXPECT_NE(why["noperm.txt"].find("EACCES"), std::string::npos);
@@ -636,4 +637,183 @@ TEST(IngestCheck, SharedStoreOrphansAreNotOurs) {
     EXPECT_EQ(r.kv_orphans, 0);
     other->repair(ingest_params{});
     EXPECT_EQ(f.kv->keys().size(), kv_keys(*c).size());
+}
+
+namespace {
+
+std::map<std::string, std::string> skip_reasons(const ingest_report& r) {
+    std::map<std::string, std::string> why;
+    for (const auto& [path, reason] : r.skipped_files) {
+        why[path.substr(path.find_last_of('/') + 1)] = reason;
+    }
+    return why;
+}
+
+size_t bm25_hits(corpus& c, const std::string& q) {
+    search_params sp;
+    sp.mode = search_mode::bm25;
+    sp.k = 10;
+    return c.search(q, sp).hits.size();
+}
+
+}  // namespace
+
+// Issue 17 case 1: `mkdir f; ln -s /etc/shadow f/x.txt; ingest f` indexed the link's target.
+// A symlink met in a folder is skipped with a reason; nothing outside the folder is read.
+TEST(IngestSafety, SymlinksInAFolderAreNotFollowed) {
+    fixture f;
+    write(f.root + "/secret.txt", "The launch code is zebra-4417.\n");  // outside the folder
+    write(f.docs + "/good.txt", "An ordinary document about apples.\n");
+    ASSERT_EQ(::symlink((f.root + "/secret.txt").c_str(), (f.docs + "/x.txt").c_str()), 0);
+    ::mkdir((f.root + "/elsewhere").c_str(), 0700);
+    write(f.root + "/elsewhere/more.txt", "More secrets about zebra.\n");
+    ASSERT_EQ(::symlink((f.root + "/elsewhere").c_str(), (f.docs + "/dir").c_str()), 0);
+    auto c = f.open();
+    const ingest_report r = c->ingest_paths({f.docs}, small_chunks());
+    auto why = skip_reasons(r);
+    EXPECT_EQ(why["x.txt"], "symbolic link (not followed)");
+    EXPECT_EQ(why["dir"], "symbolic link (not followed)");
+    EXPECT_EQ(r.added, 1);
+    EXPECT_EQ(bm25_hits(*c, "zebra"), 0u);
+    EXPECT_EQ(bm25_hits(*c, "apples"), 1u);
+}
+
+// With follow_symlinks, a link is followed only when its real path stays inside the folder, and
+// a link and its target are one document.
+TEST(IngestSafety, FollowSymlinksStaysInsideAndIndexesOnce) {
+    fixture f;
+    write(f.root + "/secret.txt", "The launch code is zebra-4417.\n");
+    ::mkdir((f.docs + "/sub").c_str(), 0700);
+    write(f.docs + "/sub/real.txt", "The real document about mangoes.\n");
+    ASSERT_EQ(::symlink((f.root + "/secret.txt").c_str(), (f.docs + "/out.txt").c_str()), 0);
+    // relative and absolute links to the same inside file, and one through a `..` that escapes
+    ASSERT_EQ(::symlink("sub/real.txt", (f.docs + "/alias.txt").c_str()), 0);
+    ASSERT_EQ(::symlink((f.docs + "/sub/real.txt").c_str(), (f.docs + "/abs.txt").c_str()), 0);
+    ASSERT_EQ(::symlink("../../secret.txt", (f.docs + "/sub/up.txt").c_str()), 0);
+    auto c = f.open();
+    ingest_params p = small_chunks();
+    p.follow_symlinks = true;
+    const ingest_report r = c->ingest_paths({f.docs}, p);
+    auto why = skip_reasons(r);
+    EXPECT_NE(why["out.txt"].find("outside"), std::string::npos) << why["out.txt"];
+    EXPECT_NE(why["up.txt"].find("outside"), std::string::npos) << why["up.txt"];
+    EXPECT_EQ(why.count("alias.txt"), 0u);
+    EXPECT_EQ(why.count("abs.txt"), 0u);
+    EXPECT_EQ(r.added, 1);
+    EXPECT_EQ(r.files_seen, 1);
+    EXPECT_EQ(c->cat().count_documents(), 1);
+    EXPECT_EQ(bm25_hits(*c, "mangoes"), 1u);
+    EXPECT_EQ(bm25_hits(*c, "zebra"), 0u);
+    ASSERT_TRUE(c->cat().find_document(f.docs + "/sub/real.txt"));
+    // A path the caller names is theirs to follow, symlink or not.
+    const ingest_report named = c->ingest_paths({f.docs + "/out.txt"}, small_chunks());
+    EXPECT_EQ(named.added, 1);
+    EXPECT_EQ(bm25_hits(*c, "zebra"), 1u);
+}
+
+// FIFOs (and devices, sockets) are never opened: no hang, a reason instead.
+TEST(IngestSafety, SpecialFilesAreSkippedWithoutHanging) {
+    fixture f;
+    write(f.docs + "/good.txt", "An ordinary document about apples.\n");
+    ASSERT_EQ(::mkfifo((f.docs + "/a.txt").c_str(), 0600), 0);
+    ASSERT_EQ(::mkfifo((f.root + "/named.txt").c_str(), 0600), 0);
+    auto c = f.open();
+    ingest_report r;
+    EXPECT_TRUE(cbltest::returns_soon(f.docs + "/a.txt", [&] {
+        r = c->ingest_paths({f.docs, f.root + "/named.txt"}, small_chunks());
+    }));
+    auto why = skip_reasons(r);
+    EXPECT_NE(why["a.txt"].find("not a regular file"), std::string::npos) << why["a.txt"];
+    EXPECT_NE(why["named.txt"].find("not a regular file"), std::string::npos);
+    EXPECT_EQ(r.added, 1);
+}
+
+// The walk checks a file, the read comes later: a file swapped in between (for a symlink to
+// somewhere else, or for another file) is refused rather than read.
+TEST(IngestSafety, FilesSwappedAfterTheWalkAreRefused) {
+    fixture f;
+    write(f.root + "/secret.txt", "The launch code is zebra-4417.\n");
+    write(f.root + "/other.txt", "Another file about zebra too.\n");
+    write(f.docs + "/a.txt", "First document about apples.\n");
+    write(f.docs + "/b.txt", "Second document about bananas.\n");
+    write(f.docs + "/c.txt", "Third document about cherries.\n");
+    auto c = f.open();
+    ingest_params p = small_chunks();
+    p.after_commit = [&](const std::string& uri) {
+        if (uri != f.docs + "/a.txt") return;
+        ::unlink((f.docs + "/b.txt").c_str());
+        ::symlink((f.root + "/secret.txt").c_str(), (f.docs + "/b.txt").c_str());
+        ::rename((f.root + "/other.txt").c_str(), (f.docs + "/c.txt").c_str());
+    };
+    const ingest_report r = c->ingest_paths({f.docs}, p);
+    auto why = skip_reasons(r);
+    EXPECT_EQ(why["b.txt"], "symbolic link (not followed)");
+    EXPECT_NE(why["c.txt"].find("replaced"), std::string::npos) << why["c.txt"];
+    EXPECT_EQ(bm25_hits(*c, "zebra"), 0u);
+}
+
+// Issue 17 case 3: a pre-existing data dir others can write (or another user owns), or a vector
+// index file others can write, is refused with the path and the fix; never silently chmod-ed.
+TEST(IngestSafety, DataDirOthersCanWriteIsRefused) {
+    fixture f;
+    const std::string data = f.root + "/shared";
+    ASSERT_EQ(::mkdir(data.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(data.c_str(), 0777), 0);
+    corpus_params cp;
+    cp.encode = [](std::string_view s) { return cbltest::word_tokens(s); };
+    cp.emb = f.emb;
+    try {
+        corpus::open(data, cp);
+        ADD_FAILURE() << "a 0777 data dir was used";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::io);
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("data directory " + data), std::string::npos) << msg;
+        EXPECT_NE(msg.find("chmod go-w"), std::string::npos) << msg;
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat(data.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0777u);
+    ASSERT_EQ(::chmod(data.c_str(), 0755), 0);
+    corpus::open(data, cp)->ingest_text("mem://a", "apples", doc_kind::text, "", small_chunks());
+    ASSERT_EQ(::chmod(corpus_index_path(data).c_str(), 0666), 0);
+    EXPECT_THROW(corpus::open(data, cp), error);
+    ASSERT_EQ(::chmod(corpus_index_path(data).c_str(), 0600), 0);
+    EXPECT_NO_THROW(corpus::open(data, cp));
+    if (::geteuid() == 0) {
+        ASSERT_EQ(::chown(data.c_str(), 65534, 65534), 0);
+        EXPECT_THROW(corpus::open(data, cp), error);
+    }
+}
+
+// Issue 17 case 5: a directory at DATA/vectors.faiss failed every command with
+// "basic_filebuf::underflow". Search works now (from an in-memory rebuild); an ingest, which
+// must save the index, fails with an error naming the path.
+TEST(IngestSafety, DirectoryAtTheIndexPathLeavesSearchWorking) {
+    fixture f;
+    write(f.docs + "/a.txt", "First document about apples.\n");
+    f.open()->ingest_paths({f.docs}, small_chunks());
+    const std::string index = corpus_index_path(f.data);
+    ASSERT_EQ(::unlink(index.c_str()), 0);
+    ASSERT_EQ(::mkdir(index.c_str(), 0700), 0);
+    auto c = f.open();
+    search_params sp;
+    sp.mode = search_mode::dense;
+    EXPECT_EQ(c->search("apples", sp).hits.size(), 1u);
+    write(f.docs + "/b.txt", "Second document about bananas.\n");
+    try {
+        c->ingest_paths({f.docs}, small_chunks());
+        ADD_FAILURE() << "saved the index over a directory";
+    } catch (const error& e) {
+        EXPECT_NE(std::string(e.what()).find(index + " is a directory"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(bm25_hits(*c, "bananas"), 1u);  // the document itself was committed
+    c.reset();  // the destructor's save fails quietly
+    ASSERT_EQ(::rmdir(index.c_str()), 0);
+    c = f.open();
+    bool found = false;
+    for (const search_hit& h : c->search("bananas", sp).hits) found |= h.uri == f.docs + "/b.txt";
+    EXPECT_TRUE(found);
+    expect_consistent(*c);
 }

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/error.h"
 #include "core/kv-file.h"
 #include "kernels/cpu/fp16.h"
+#include "util/fifo-guard.h"
 
 using namespace cacheblend;
 namespace fs = std::filesystem;
@@ -470,7 +472,7 @@ TEST_F(KvFile, ForeignFutureAndMisplacedFiles) {
     // Version from the future: the reader cannot check anything else.
     {
         std::vector<uint8_t> b = good;
-        b[8] = 2;
+        b[8] = kv_file::version + 1;
         spit(path, b);
         EXPECT_EQ(open(path, m, 8).status, kv_open_status::future_version);
         try {
@@ -529,7 +531,7 @@ TEST(KvFileHeader, HostileHeadersNeverCrash) {
         for (auto& x : b) x = uint8_t(rng());
         if (b.size() >= 16 && (i & 1)) {
             std::memcpy(b.data(), kv_file::magic, 8);
-            b[8] = 1;
+            b[8] = kv_file::version;
             b[9] = b[10] = b[11] = 0;
         }
         try {
@@ -596,14 +598,95 @@ TEST_F(KvFile, HeaderLongerThanOneBlock) {
     EXPECT_EQ(open(path, m, 12).status, kv_open_status::corrupt);
 }
 
-// Version 1 files are a promise: later libraries must read them. This pins every byte of one
-// (xxh64 of the whole file), so an accidental change of the format fails here first.
-TEST_F(KvFile, FormatVersion1IsPinned) {
+// Version 2 files are a promise: later libraries must read them. This pins every byte of one
+// (xxh64 of the whole file), so an accidental change of the format fails here first. (Version 1,
+// whose layer checksums did not depend on the chunk, is read as foreign: a miss, recomputed.)
+TEST_F(KvFile, FormatVersion2IsPinned) {
     for (kv_format f : {kv_format::f16, kv_format::q8}) {
         const chunk_kv_meta m = small_meta(f);
         const std::vector<uint8_t> b = slurp(write_file(m, 77));
-        const uint64_t want = f == kv_format::f16 ? 0x8fb259ba30957cbdull : 0x88b269936918790eull;
+        const uint64_t want = f == kv_format::f16 ? 0x39a349a4b36bc7b8ull : 0xf0e6b3db28c07912ull;
         EXPECT_EQ(xxh64(b.data(), b.size()), want) << kv_format_name(f) << std::hex << " 0x"
                                                    << xxh64(b.data(), b.size());
+    }
+}
+
+// Issue 17: a file with chunk A's valid header and chunk B's layers (layer table copied from B,
+// header checksum redone) was served as A's KV. Layer checksums are seeded with the chunk key
+// since version 2, so B's layers fail to verify under A's key.
+TEST_F(KvFile, AnotherChunksLayersUnderAValidHeaderAreRefused) {
+    const chunk_kv_meta m = small_meta();
+    const std::string a = write_file(m, 30, "a.kv");
+    const std::string b = write_file(m, 31, "b.kv");
+    const std::vector<uint8_t> ba = slurp(a), bb = slurp(b);
+    kv_file::header ha = kv_file::decode_header(ba.data(), ba.size(), ba.size());
+    const kv_file::header hb = kv_file::decode_header(bb.data(), bb.size(), bb.size());
+    ASSERT_NE(ha.key, hb.key);
+    ha.layers = hb.layers;  // B's checksums, so the table agrees with B's payload
+    std::vector<uint8_t> spliced = bb;  // B's layers...
+    const std::vector<uint8_t> enc = kv_file::encode_header(ha);  // ...under A's header
+    std::copy(enc.begin(), enc.end(), spliced.begin());
+    spit(a, spliced);
+
+    kv_open_result r = open(a, m, 30);
+    ASSERT_EQ(r.status, kv_open_status::ok) << r.detail;  // the header alone is A's and valid
+    EXPECT_FALSE(all_layers_ok(*r.reader));               // but no layer passes as A's
+}
+
+TEST_F(KvFile, LayerChecksumsDependOnTheChunkKey) {
+    chunk_key k1, k2;
+    k2.bytes[0] = 1;
+    EXPECT_NE(kv_file::layer_seed(k1), kv_file::layer_seed(k2));
+    const std::vector<uint8_t> zeros(4096, 0);
+    EXPECT_NE(xxh64(zeros.data(), zeros.size(), kv_file::layer_seed(k1)),
+              xxh64(zeros.data(), zeros.size(), kv_file::layer_seed(k2)));
+}
+
+// A version 1 file (layer checksums with seed 0) is a miss: foreign, so the store removes it
+// and the chunk is recomputed in version 2.
+TEST_F(KvFile, Version1FilesAreForeign) {
+    const chunk_kv_meta m = small_meta();
+    const std::string path = write_file(m, 9);
+    rewrite_header(path, [](kv_file::header& h) { h.version = 1; });
+    const std::vector<uint8_t> b = slurp(path);
+    try {
+        kv_file::decode_header(b.data(), b.size(), b.size());
+        ADD_FAILURE() << "a version 1 header was accepted";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::unsupported) << e.what();
+    }
+    EXPECT_EQ(open(path, m, 9).status, kv_open_status::foreign);
+}
+
+// Issue 17: the reader never follows a symlink (a link planted in the store could make it read
+// any file), never blocks on a FIFO, and refuses a file others could have written.
+TEST_F(KvFile, SymlinksFifosAndFilesOthersCanWriteAreRefused) {
+    const chunk_kv_meta m = small_meta();
+    const std::string good = write_file(m, 12, "outside.kv");
+    const std::string link = dir_ + "/link.kv";
+    ASSERT_EQ(::symlink(good.c_str(), link.c_str()), 0);
+    kv_open_result r = open(link, m, 12);
+    EXPECT_EQ(r.status, kv_open_status::corrupt);
+    EXPECT_NE(r.detail.find("symbolic link"), std::string::npos) << r.detail;
+    EXPECT_TRUE(r.have_st);
+    EXPECT_TRUE(r.st.is_link);  // the link's identity, so only the link is removed
+
+    const std::string fifo = dir_ + "/fifo.kv";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_TRUE(cbltest::returns_soon(fifo, [&] {
+        EXPECT_EQ(open(fifo, m, 12).status, kv_open_status::corrupt);
+    }));
+
+    ASSERT_EQ(open(good, m, 12).status, kv_open_status::ok);
+    ASSERT_EQ(::chmod(good.c_str(), 0620), 0);
+    r = open(good, m, 12);
+    EXPECT_EQ(r.status, kv_open_status::corrupt);
+    EXPECT_NE(r.detail.find("writable by other users"), std::string::npos) << r.detail;
+    ASSERT_EQ(::chmod(good.c_str(), 0600), 0);
+    if (::geteuid() == 0) {  // only root can give a file away
+        ASSERT_EQ(::chown(good.c_str(), 65534, 65534), 0);
+        r = open(good, m, 12);
+        EXPECT_EQ(r.status, kv_open_status::corrupt);
+        EXPECT_NE(r.detail.find("owned by uid 65534"), std::string::npos) << r.detail;
     }
 }

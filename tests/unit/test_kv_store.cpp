@@ -30,6 +30,7 @@
 #include "core/kv-store.h"
 #include "kernels/cpu/fp16.h"
 #include "util/faulty-io.h"
+#include "util/fifo-guard.h"
 
 using namespace cacheblend;
 namespace fs = std::filesystem;
@@ -374,6 +375,154 @@ TEST_F(KvStore, SwappedFilesAreMisses) {
     EXPECT_EQ(s->stats().entries, 0u);
 }
 
+// Issue 17: a symlink planted at a KV path, pointing at a valid file for that key outside the
+// store, was followed and its KV used. It is a miss now: the link is removed, its target kept.
+TEST_F(KvStore, SymlinkAtAnEntryIsAMissAndOnlyTheLinkIsRemoved) {
+    auto s = open();
+    const chunk_kv_meta m = small_meta();
+    put_entry(*s, m, 40);
+    const chunk_key key = key_for(m, 40);
+    const std::string path = entry_path(dir_, key);
+    const std::string outside = root_ + "/outside.kv";
+    ASSERT_EQ(::rename(path.c_str(), outside.c_str()), 0);
+    ASSERT_EQ(::symlink(outside.c_str(), path.c_str()), 0);
+    EXPECT_FALSE(s->contains(key));
+    EXPECT_FALSE(s->lookup(key, m));
+    struct stat st;
+    EXPECT_NE(::lstat(path.c_str(), &st), 0);  // the link is gone
+    EXPECT_TRUE(exists(outside));              // what it pointed at is untouched
+    EXPECT_EQ(s->stats().corrupt_removed, 1u);
+    // A dangling link is removed too (lstat, not stat, decides what is there).
+    ASSERT_EQ(::symlink((root_ + "/nowhere.kv").c_str(), path.c_str()), 0);
+    EXPECT_FALSE(s->lookup(key, m));
+    EXPECT_NE(::lstat(path.c_str(), &st), 0);
+}
+
+// Issue 17: a FIFO at a KV path hung the lookup forever (open for reading waits for a writer).
+TEST_F(KvStore, FifoAtAnEntryIsAMissWithoutHanging) {
+    auto s = open();
+    const chunk_kv_meta m = small_meta();
+    put_entry(*s, m, 41);
+    const chunk_key key = key_for(m, 41);
+    const std::string path = entry_path(dir_, key);
+    ASSERT_EQ(::unlink(path.c_str()), 0);
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    EXPECT_FALSE(s->contains(key));
+    EXPECT_TRUE(cbltest::returns_soon(path, [&] { EXPECT_FALSE(s->lookup(key, m)); }));
+    EXPECT_FALSE(exists(path));
+}
+
+// Issue 17: KV another user could have written is not served as ours.
+TEST_F(KvStore, EntryOthersCanWriteIsAMiss) {
+    auto s = open();
+    const chunk_kv_meta m = small_meta();
+    put_entry(*s, m, 42);
+    const chunk_key key = key_for(m, 42);
+    const std::string path = entry_path(dir_, key);
+    ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+    EXPECT_FALSE(s->lookup(key, m));
+    EXPECT_FALSE(exists(path));
+    if (::geteuid() == 0) {  // only root can give a file away
+        put_entry(*s, m, 42);
+        ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+        EXPECT_FALSE(s->lookup(key, m));
+        EXPECT_FALSE(exists(path));
+    }
+}
+
+// Issue 17: a store folder that others can write (or that another user owns) is refused with
+// an error naming the folder and the fix, never used and never chmod-ed behind the user's back.
+TEST_F(KvStore, StoreOthersCanWriteIsRefused) {
+    ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+    try {
+        open();
+        ADD_FAILURE() << "a 0777 store was opened";
+    } catch (const error& e) {
+        EXPECT_EQ(e.code(), status::io);
+        EXPECT_NE(std::string(e.what()).find(dir_), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("chmod go-w"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(mode_of(dir_), 0777u);  // the user's folder, left as it was
+    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // not writable by others: fine
+    put_entry(*open(), small_meta(), 43);
+
+    // A shard folder, and the index, each checked on their own.
+    const std::string shard = fs::path(entry_path(dir_, key_for(small_meta(), 43))).parent_path();
+    ASSERT_EQ(::chmod(shard.c_str(), 0770), 0);
+    EXPECT_THROW(open(), error);
+    ASSERT_EQ(::chmod(shard.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod((dir_ + "/index.sqlite").c_str(), 0666), 0);
+    EXPECT_THROW(open(), error);
+    ASSERT_EQ(::chmod((dir_ + "/index.sqlite").c_str(), 0600), 0);
+    EXPECT_TRUE(open()->lookup(key_for(small_meta(), 43), small_meta()));
+    if (::geteuid() == 0) {
+        ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+        try {
+            open();
+            ADD_FAILURE() << "a store owned by another user was opened";
+        } catch (const error& e) {
+            EXPECT_NE(std::string(e.what()).find("owned by uid 65534"), std::string::npos)
+                << e.what();
+        }
+    }
+}
+
+// A shard folder replaced by a symlink (to a folder outside the store) is removed at open, so
+// lookups never go through it.
+TEST_F(KvStore, SymlinkedShardFolderIsRemovedAtOpen) {
+    const chunk_kv_meta m = small_meta();
+    const chunk_key key = key_for(m, 44);
+    put_entry(*open(), m, 44);
+    const std::string shard = fs::path(entry_path(dir_, key)).parent_path();
+    const std::string outside = root_ + "/outside-shard";
+    ASSERT_EQ(::rename(shard.c_str(), outside.c_str()), 0);
+    ASSERT_EQ(::symlink(outside.c_str(), shard.c_str()), 0);
+    auto s = open();
+    struct stat st;
+    EXPECT_NE(::lstat(shard.c_str(), &st), 0);
+    EXPECT_FALSE(s->lookup(key, m));
+    EXPECT_TRUE(exists(outside + "/" + key.hex() + ".kv"));
+    put_entry(*s, m, 44);  // and the shard is a real folder again
+    ASSERT_EQ(::lstat(shard.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_TRUE(s->lookup(key, m));
+}
+
+// Issue 17: chunk A's header over chunk B's layers (table copied from B, header checksum redone)
+// was served as A's KV. The layers' checksums are seeded with the key, so this is a miss: the
+// first layer read throws corrupt and the file is removed.
+TEST_F(KvStore, AnotherChunksLayersUnderAValidHeaderAreAMiss) {
+    auto s = open();
+    const chunk_kv_meta m = small_meta();
+    put_entry(*s, m, 45);
+    put_entry(*s, m, 46);
+    const std::string a = entry_path(dir_, key_for(m, 45)), b = entry_path(dir_, key_for(m, 46));
+    const std::vector<uint8_t> ba = slurp(a);
+    std::vector<uint8_t> bb = slurp(b);
+    kv_file::header ha = kv_file::decode_header(ba.data(), ba.size(), ba.size());
+    const kv_file::header hb = kv_file::decode_header(bb.data(), bb.size(), bb.size());
+    ha.layers = hb.layers;
+    const std::vector<uint8_t> enc = kv_file::encode_header(ha);
+    std::copy(enc.begin(), enc.end(), bb.begin());
+    spit(a, bb);
+    auto r = s->lookup(key_for(m, 45), m);
+    ASSERT_TRUE(r);  // the header is A's and valid; the layers are checked as they stream
+    const int64_t D = m.kv_dim();
+    std::vector<float> k(size_t(m.n_tokens * D));
+    std::vector<uint16_t> v(k.size());
+    for (int l = 0; l < m.n_layer; ++l) {
+        try {
+            r->read_layer(l, k.data(), v.data(), D);
+            ADD_FAILURE() << "layer " << l << " of another chunk was read as this chunk's";
+        } catch (const error& e) {
+            EXPECT_EQ(e.code(), status::corrupt) << e.what();
+        }
+    }
+    EXPECT_FALSE(exists(a));
+    EXPECT_FALSE(s->lookup(key_for(m, 45), m));
+}
+
 TEST_F(KvStore, ForeignModelShapeOrFutureVersionIsAMiss) {
     auto s = open();
     const chunk_kv_meta m = small_meta();
@@ -395,7 +544,7 @@ TEST_F(KvStore, ForeignModelShapeOrFutureVersionIsAMiss) {
     EXPECT_FALSE(s->lookup(key, m));
     EXPECT_FALSE(exists(path));
     // a newer format version
-    rewrite([](std::vector<uint8_t>& b) { b[8] = 2; });
+    rewrite([](std::vector<uint8_t>& b) { b[8] = kv_file::version + 1; });
     EXPECT_FALSE(s->lookup(key, m));
     EXPECT_FALSE(exists(path));
     // the caller expects another shape

@@ -50,6 +50,9 @@ public:
     int stat(const std::string& path, cacheblend::file_stat* out) override {
         return base_->stat(path, out);
     }
+    int lstat(const std::string& path, cacheblend::file_stat* out) override {
+        return base_->lstat(path, out);
+    }
     int list_dir(const std::string& path, std::vector<std::string>* names) override {
         return base_->list_dir(path, names);
     }

@@ -170,6 +170,7 @@ pub struct cbl_ingest_params {
     pub precompute_kv: bool,
     pub progress: cbl_progress_fn,
     pub progress_user_data: *mut c_void,
+    pub follow_symlinks: bool,
 }
 
 #[repr(C)]

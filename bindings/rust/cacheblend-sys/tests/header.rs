@@ -476,7 +476,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                              n_threads, device, no_embedder }
         cbl_progress { struct_size, phase, done, total, current, message }
         cbl_ingest_params { struct_size, collection, metadata_json, format, chunk_tokens,
-                            precompute_kv, progress, progress_user_data }
+                            precompute_kv, progress, progress_user_data, follow_symlinks }
         cbl_ingest_report { struct_size, files_seen, added, updated, unchanged, removed, skipped,
                             chunks_added, chunks_removed, embedded, kv_computed, kv_deleted }
         cbl_corpus_stats { struct_size, documents, chunks, kv_entries, kv_bytes }
