@@ -9,6 +9,11 @@
  *  - Handles are opaque and reference-counted; cbl_x_free(NULL) is a no-op.
  *  - Params structs start with struct_size; call the *_init() helper (it records your sizeof),
  *    then set fields. Zero means "library default" for every field. NULL params = all defaults.
+ *    A struct_size above CBL_MAX_STRUCT_SIZE is CBL_INVALID_ARG (params and output structs).
+ *  - Freeing a handle twice is undefined behaviour, as free() twice is in C: no library can
+ *    tell a freed handle from a live one. cbl_x_free(NULL) is the only safe repeat; set your
+ *    pointer to NULL after freeing it. A session freed during one of its own calls is the
+ *    exception below (cbl_session_free): that is handled.
  *  - Strings are UTF-8, copied before return. The library never aborts, exits or prints.
  *  - Thread safety: models, KV stores and runtimes are shareable across threads; a session
  *    serves one call at a time (a concurrent call returns CBL_MISUSE); cancel from any thread.
@@ -45,6 +50,12 @@ extern "C" {
 #define CBL_VERSION_PATCH 0
 #define CBL_VERSION_NUMBER (CBL_VERSION_MAJOR * 1000000 + CBL_VERSION_MINOR * 1000 + CBL_VERSION_PATCH)
 #define CBL_VERSION_STRING "0.1.0"
+
+/* The largest struct_size any sized struct (params or output) may carry. Structs only grow by
+ * appended fields and the biggest is a few hundred bytes today, so 4 KiB leaves decades of room
+ * while a garbage or uninitialised struct_size (a stack value, a pointer) is refused before the
+ * library reads past the caller's struct. @since 0.1 */
+#define CBL_MAX_STRUCT_SIZE 4096
 
 /* ---- status codes ---- */
 typedef int32_t cbl_status;
@@ -196,7 +207,9 @@ static inline void cbl_runtime_params_init(cbl_runtime_params *p) {
 /** Opens (creating when missing) the data directory and loads the model and the embedder.
  *  On failure *out_runtime is NULL and nothing is left open. @since 0.1 */
 CBL_API cbl_status cbl_runtime_open(const cbl_runtime_params *params, cbl_runtime **out_runtime);
-/** Drops the caller's reference; sessions still using the runtime keep it open. @since 0.1 */
+/** Drops the caller's reference; sessions still using the runtime keep it open, and so does a
+ *  call running on it (freeing it from inside an ingest progress callback is safe: the call
+ *  finishes on its own reference). @since 0.1 */
 CBL_API void cbl_runtime_free(cbl_runtime *runtime);
 /** A new reference to the runtime's model (free it with cbl_model_free). @since 0.1 */
 CBL_API cbl_status cbl_runtime_model(cbl_runtime *runtime, cbl_model **out_model);
@@ -397,7 +410,11 @@ CBL_API cbl_status cbl_session_create(cbl_runtime *runtime, const cbl_session_pa
 CBL_API cbl_status cbl_session_create_with(cbl_model *model, cbl_kvstore *store,
                                            const cbl_session_params *params,
                                            cbl_session **out_session);
-/** NULL is a no-op. Must not race a call on the same session. @since 0.1 */
+/** NULL is a no-op. Freeing a session while one of its calls runs (from that call's token
+ *  callback, or from another thread once the call has started) is safe: the call is cancelled
+ *  (it returns CBL_ABORTED soon, unless it was already finishing) and the session is released
+ *  when the call returns. Do not use the handle after this; freeing it twice is undefined.
+ *  @since 0.1 */
 CBL_API void cbl_session_free(cbl_session *session);
 /** Makes the session's running call return CBL_ABORTED soon (between layers or tokens). Any
  *  thread; NULL is a no-op; without a running call it does nothing. @since 0.1 */
