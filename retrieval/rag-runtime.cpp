@@ -94,7 +94,10 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
     const uint64_t epoch = interrupt_epoch_.load();
     auto user = std::move(p.progress);
     p.progress = [this, epoch, user = std::move(user)](const ingest_progress& pr) {
-        if (interrupt_epoch_.load() != epoch) return false;
+        // Its own message: no callback returned false, and users read "interrupted".
+        if (interrupt_epoch_.load() != epoch) {
+            throw error(status::aborted, "ingest: interrupted (cbl_runtime_interrupt)");
+        }
         return !user || user(pr);
     };
     if (precompute_kv) {
@@ -127,7 +130,9 @@ bool rag_runtime::ingest_text(const std::string& uri, std::string_view text, doc
                               report);
 }
 
-bool rag_runtime::remove(const std::string& uri) { return docs_->remove(uri); }
+bool rag_runtime::remove(const std::string& uri, ingest_report* report) {
+    return docs_->remove(uri, report);
+}
 
 search_result rag_runtime::search(const std::string& query, const search_params& p) const {
     return docs_->search(query, p);

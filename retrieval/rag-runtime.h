@@ -59,7 +59,7 @@ public:
     bool ingest_text(const std::string& uri, std::string_view text, doc_kind kind,
                      const std::string& metadata_json, ingest_params p, bool precompute_kv,
                      ingest_report* report);
-    bool remove(const std::string& uri);
+    bool remove(const std::string& uri, ingest_report* report = nullptr);
     search_result search(const std::string& query, const search_params& p) const;
     void interrupt() { interrupt_epoch_.fetch_add(1); }
 

@@ -223,8 +223,10 @@ CBL_API void cbl_runtime_interrupt(cbl_runtime *runtime);
 /* ---- ingest ---- */
 typedef struct cbl_progress {
     size_t struct_size;   /* the library's sizeof; fields past the caller's header are extra */
-    const char *phase;    /* "scan", "ingest", "embed", "kv", "index"; "skip" (a file was
-                             skipped: `message` says why) or "notice" (e.g. the index was rebuilt) */
+    const char *phase;    /* "scan", "ingest", "chunk", "embed", "kv", "index"; "skip" (a file
+                             was skipped: `message` says why) or "notice" (e.g. the index was
+                             rebuilt). "chunk" (bytes) and "embed" (chunks) also come during one
+                             big file, with `current` naming it and done/total moving */
     int64_t done;
     int64_t total;
     const char *current;  /* the file being worked on ("" when none) */
@@ -244,8 +246,20 @@ typedef struct cbl_ingest_params {
     bool precompute_kv;          /* compute every new chunk's KV now (else on first use) */
     cbl_progress_fn progress;    /* NULL = none */
     void *progress_user_data;
+    int64_t max_file_bytes;      /* 0 = 16 MiB (CBL_DEFAULT_MAX_FILE_BYTES); larger files are
+                                    skipped with a reason, a larger ingest_text is
+                                    CBL_INVALID_ARG; INT64_MAX = no limit. 16 MiB is ~4M tokens,
+                                    a 3000-page book: bigger "text" files are nearly always logs
+                                    or dumps, and embedding one takes tens of CPU-minutes */
+    double max_file_seconds;     /* 0 = no limit; a file not committed within this many seconds
+                                    is abandoned (nothing of it committed), skipped with "took
+                                    longer than N s", and the run goes on with the next file;
+                                    ingest_text returns CBL_ABORTED. Checked every 64 KiB
+                                    chunked and every embedding batch of the file */
     /* new fields are appended here only */
 } cbl_ingest_params;
+
+#define CBL_DEFAULT_MAX_FILE_BYTES 16777216 /* 16 MiB */
 
 static inline void cbl_ingest_params_init(cbl_ingest_params *p) {
     memset(p, 0, sizeof(*p));
@@ -266,19 +280,27 @@ static inline void cbl_ingest_report_init(cbl_ingest_report *r) {
 }
 
 /** Ingests text[0..len) as the document `uri` (replacing an older version of it). Each document
- *  commits atomically. out_report may be NULL. @since 0.1 */
+ *  commits atomically. out_report may be NULL; on CBL_ABORTED it still counts what was
+ *  committed. @since 0.1 */
 CBL_API cbl_status cbl_runtime_ingest_text(cbl_runtime *runtime, const char *uri, const char *text,
                                            size_t len, const cbl_ingest_params *params,
                                            cbl_ingest_report *out_report);
 /** Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
  *  content hash; files that cannot be read are skipped with a reason (progress phase "skip")
- *  and the rest go on. Documents committed before an abort or error stay. @since 0.1 */
+ *  and the rest go on. Documents committed before an abort or error stay; on CBL_ABORTED
+ *  (cbl_runtime_interrupt, or the progress callback returned false) *out_report counts them.
+ *  @since 0.1 */
 CBL_API cbl_status cbl_runtime_ingest_path(cbl_runtime *runtime, const char *path,
                                            const cbl_ingest_params *params,
                                            cbl_ingest_report *out_report);
 /** Removes a document, its vectors and (last reference) its chunks' KV. *out_found tells
  *  whether it existed. @since 0.1 */
 CBL_API cbl_status cbl_runtime_delete(cbl_runtime *runtime, const char *uri, bool *out_found);
+/** cbl_runtime_delete that also counts: out_report->removed is 1 when the document existed
+ *  (else 0), chunks_removed its chunks, kv_deleted the KV files whose last reference went; the
+ *  other counts are 0. @since 0.1 */
+CBL_API cbl_status cbl_runtime_delete_counted(cbl_runtime *runtime, const char *uri,
+                                              cbl_ingest_report *out_report);
 
 /* Output struct: the caller sets struct_size (cbl_corpus_stats_init). */
 typedef struct cbl_corpus_stats {

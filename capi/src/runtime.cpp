@@ -22,8 +22,18 @@ cacheblend::ingest_params to_ingest(const char* fn, const cbl_ingest_params& in)
         throw cacheblend::error(cacheblend::status::invalid_arg,
                                 std::string(fn) + ": chunk_tokens must be 0 or within [8, 65536]");
     }
+    if (in.max_file_bytes < 0) {
+        throw cacheblend::error(cacheblend::status::invalid_arg,
+                                std::string(fn) + ": max_file_bytes must be >= 0 (0 = 16 MiB)");
+    }
+    if (!(in.max_file_seconds >= 0)) {  // NaN too
+        throw cacheblend::error(cacheblend::status::invalid_arg,
+                                std::string(fn) + ": max_file_seconds must be >= 0 (0 = none)");
+    }
     cacheblend::ingest_params p;
     if (in.chunk_tokens > 0) p.chunking.max_tokens = in.chunk_tokens;
+    if (in.max_file_bytes > 0) p.max_document_bytes = in.max_file_bytes;
+    p.max_file_seconds = in.max_file_seconds;
     if (in.collection) p.collection = in.collection;
     if (cbl_progress_fn cb = in.progress) {
         void* user = in.progress_user_data;
@@ -56,6 +66,11 @@ cbl_ingest_report to_report(const cacheblend::ingest_report& r) {
     o.kv_computed = r.kv_computed;
     o.kv_deleted = r.kv_deleted;
     return o;
+}
+
+// An aborted ingest still tells what it committed. The guard then reports the abort itself.
+void partial_report(const char* fn, const cacheblend::ingest_aborted& e, cbl_ingest_report* out) {
+    if (out) write_out(fn, to_report(e.report), out);
 }
 
 // Files skipped with a reason and the ingest's notices reach the caller as progress reports of
@@ -145,9 +160,14 @@ cbl_status cbl_runtime_ingest_text(cbl_runtime* runtime, const char* uri, const 
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
         const cacheblend::doc_kind kind = cacheblend::capi::to_doc_kind(cbl_fn, p.format);
         cacheblend::ingest_report r;
-        rt->ingest_text(uri, std::string_view(text ? text : "", len), kind,
-                                 p.metadata_json ? p.metadata_json : "", to_ingest(cbl_fn, p),
-                                 p.precompute_kv, &r);
+        try {
+            rt->ingest_text(uri, std::string_view(text ? text : "", len), kind,
+                            p.metadata_json ? p.metadata_json : "", to_ingest(cbl_fn, p),
+                            p.precompute_kv, &r);
+        } catch (const cacheblend::ingest_aborted& e) {
+            partial_report(cbl_fn, e, out_report);
+            throw;
+        }
         report_skips(p, r);
         return out_report ? write_out(cbl_fn, to_report(r), out_report) : CBL_OK;
     });
@@ -161,8 +181,13 @@ cbl_status cbl_runtime_ingest_path(cbl_runtime* runtime, const char* path,
         cbl_ingest_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
         if (p.metadata_json) return invalid(cbl_fn, "metadata_json applies to ingest_text only");
-        const cacheblend::ingest_report r =
-            rt->ingest_paths({path}, to_ingest(cbl_fn, p), p.precompute_kv);
+        cacheblend::ingest_report r;
+        try {
+            r = rt->ingest_paths({path}, to_ingest(cbl_fn, p), p.precompute_kv);
+        } catch (const cacheblend::ingest_aborted& e) {
+            partial_report(cbl_fn, e, out_report);
+            throw;
+        }
         report_skips(p, r);
         return out_report ? write_out(cbl_fn, to_report(r), out_report) : CBL_OK;
     });
@@ -176,6 +201,19 @@ cbl_status cbl_runtime_delete(cbl_runtime* runtime, const char* uri, bool* out_f
         const bool found = rt->remove(uri);
         if (out_found) *out_found = found;
         return CBL_OK;
+    });
+}
+
+cbl_status cbl_runtime_delete_counted(cbl_runtime* runtime, const char* uri,
+                                      cbl_ingest_report* out_report) {
+    return CBL_API_GUARD({
+        if (!runtime || !uri || !out_report) {
+            return invalid(cbl_fn, "runtime, uri and out_report are required");
+        }
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        cacheblend::ingest_report r;
+        rt->remove(uri, &r);
+        return write_out(cbl_fn, to_report(r), out_report);
     });
 }
 
