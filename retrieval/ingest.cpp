@@ -298,8 +298,8 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
                             "ingest: embedder returned the wrong number of floats");
             }
             for (size_t i = b; i < e; ++i) {
-                rows[i].embedding.assign(v.begin() + static_cast<std::ptrdiff_t>((i - b) * dim),
-                                         v.begin() + static_cast<std::ptrdiff_t>((i - b + 1) * dim));
+                const auto at = v.begin() + static_cast<std::ptrdiff_t>((i - b) * dim);
+                rows[i].embedding.assign(at, at + static_cast<std::ptrdiff_t>(dim));
             }
         }
         step("embed", n, n);  // the last check before the commit

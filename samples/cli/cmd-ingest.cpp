@@ -81,8 +81,8 @@ int64_t parse_size(const std::string& flag, const std::string& s) {
     if (unit == "M" || unit == "m") shift = 20;
     if (unit == "G" || unit == "g") shift = 30;
     if (digits == 0 || digits > 12 || shift < 0) {
-        throw usage_error("--" + flag + ": expected BYTES with an optional K, M or G suffix, got '" +
-                          s + "'");
+        throw usage_error("--" + flag + ": expected BYTES with an optional K, M or G suffix, " +
+                          "got '" + s + "'");
     }
     const int64_t v = std::stoll(s.substr(0, digits));
     if (v <= 0 || v > (INT64_MAX >> shift)) {
