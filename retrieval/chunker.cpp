@@ -1,12 +1,16 @@
 #include "retrieval/chunker.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "core/error.h"
 
 namespace cacheblend {
 
 namespace {
+
+// A token spans at most this many bytes (the window searched for a piece's end).
+constexpr size_t k_max_token_bytes = 64;
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
                                c == '\v'; }
@@ -72,17 +76,33 @@ int32_t count(const encode_fn& enc, std::string_view t, size_t b, size_t e) {
 
 // Splits an oversized unit [b, e) into pieces of at most max tokens: the longest prefix that fits,
 // cut after whitespace when there is any, else at a character boundary (binary search).
+// `tick` (may be empty) hears each piece's end: progress within one huge line.
 void split_long(std::string_view t, size_t b, size_t e, const encode_fn& enc, int32_t max,
-                bool para_end, std::vector<unit>& out) {
+                bool para_end, std::vector<unit>& out,
+                const std::function<void(size_t)>& tick = {}) {
+    const size_t window_bytes = static_cast<size_t>(max) * k_max_token_bytes;
     while (b < e) {
-        const int32_t whole = count(enc, t, b, e);
-        if (whole <= max) {
-            out.push_back({b, e, whole, para_end});
-            return;
+        // Only a rest that could fit is counted whole: counting the whole rest of a megabyte
+        // line for every piece made one long line quadratic.
+        if (e - b <= window_bytes) {
+            const int32_t whole = count(enc, t, b, e);
+            if (whole <= max) {
+                out.push_back({b, e, whole, para_end});
+                return;
+            }
         }
         // A token spans at most a few dozen bytes, so the answer lies within this window.
-        const size_t window = std::min(e, b + static_cast<size_t>(max) * 64);
+        const size_t window = std::min(e, b + window_bytes);
+        // Galloping first (the fit is usually a few bytes per token, far below the window), so
+        // the binary search below counts prefixes about as long as the piece, not the window.
         size_t lo = b + 1, hi = window;  // largest fitting end in [lo, hi]
+        for (size_t step = static_cast<size_t>(max) * 2; b + step < window; step *= 2) {
+            if (count(enc, t, b, b + step) > max) {
+                hi = b + step - 1;
+                break;
+            }
+            lo = b + step;
+        }
         while (lo < hi) {
             const size_t mid = lo + (hi - lo + 1) / 2;
             if (count(enc, t, b, mid) <= max) {
@@ -106,6 +126,7 @@ void split_long(std::string_view t, size_t b, size_t e, const encode_fn& enc, in
         while (cut < e && is_space(t[cut])) ++cut;
         out.push_back({b, cut, count(enc, t, b, cut), false});
         b = cut;
+        if (tick) tick(b);
     }
 }
 
@@ -117,19 +138,35 @@ encode_fn tokenizer_encoder(const tokenizer& vocab) {
 }
 
 std::vector<text_chunk> chunk_text(std::string_view text, const encode_fn& encode,
-                                   const chunker_params& p) {
+                                   const chunker_params& p, const chunk_progress_fn& progress) {
     if (p.max_tokens < 8) {
         throw error(status::invalid_arg, fmt("chunker: max_tokens %d is below 8", p.max_tokens));
     }
     const int32_t max = p.max_tokens;
+    const size_t window_bytes = static_cast<size_t>(max) * k_max_token_bytes;
+    // Progress about every 64 KiB of text: often enough for a time limit, rare enough to be free.
+    constexpr size_t k_progress_bytes = 64 << 10;
+    size_t next_report = k_progress_bytes;
+    std::function<void(size_t)> tick;
+    if (progress) {
+        tick = [&](size_t pos) {
+            if (pos < next_report) return;
+            progress(pos, text.size());
+            next_report = pos + k_progress_bytes;
+        };
+    }
     std::vector<unit> units;
     for (const unit& u : split_units(text)) {
-        const int32_t n = count(encode, text, u.begin, u.end);
+        // A unit longer than the window cannot fit: split it without tokenizing it whole (a
+        // tokenizer's cost may grow faster than linearly on one huge word).
+        const int32_t n = u.end - u.begin <= window_bytes ? count(encode, text, u.begin, u.end)
+                                                          : max + 1;
         if (n <= max) {
             units.push_back({u.begin, u.end, n, u.para_end});
         } else {
-            split_long(text, u.begin, u.end, encode, max, u.para_end, units);
+            split_long(text, u.begin, u.end, encode, max, u.para_end, units, tick);
         }
+        if (tick) tick(u.end);
     }
 
     std::vector<text_chunk> out;

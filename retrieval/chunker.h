@@ -36,8 +36,14 @@ struct text_chunk {
     std::vector<token_id> tokens;  // encode(text[begin, end)), size <= max_tokens
 };
 
-// Throws cacheblend::error(status::invalid_arg) for max_tokens < 8.
+// Called now and then with the bytes of the text chunked so far (monotonic, ends at the size):
+// progress reports and time limits on big documents. It may throw to stop the chunking.
+using chunk_progress_fn = std::function<void(size_t done, size_t total)>;
+
+// Throws cacheblend::error(status::invalid_arg) for max_tokens < 8. Linear in the text's size:
+// no call to encode sees more than max_tokens * 64 bytes except the final chunk encodings.
 std::vector<text_chunk> chunk_text(std::string_view text, const encode_fn& encode,
-                                   const chunker_params& p = {});
+                                   const chunker_params& p = {},
+                                   const chunk_progress_fn& progress = {});
 
 }  // namespace cacheblend

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -237,8 +238,19 @@ void report_progress(const ingest_params& p, const char* phase, int64_t done, in
     pr.done = done;
     pr.total = total;
     pr.current = current;
-    if (!p.progress(pr)) throw error(status::aborted, "ingest: stopped by the progress callback");
+    if (!p.progress(pr)) {
+        throw error(status::aborted, "ingest: stopped: the progress callback returned false");
+    }
 }
+
+// A file past ingest_params::max_file_seconds: not an error of the run, the file is skipped.
+struct file_too_slow {
+    std::string why;
+};
+
+// Chunks embedded per call inside one document: each batch is a progress point (and a time
+// check), so a big file reports movement every few seconds instead of once at the end.
+constexpr size_t k_embed_batch = 32;
 
 }  // namespace
 
@@ -412,6 +424,17 @@ std::string corpus::chunker_id(const chunker_params& c) const {
 }
 
 bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_report& r) {
+    const auto start = std::chrono::steady_clock::now();
+    // Progress within the document, and the per-file time limit checked at the same points.
+    const auto step = [&](const char* phase, int64_t done, int64_t total) {
+        report_progress(p, phase, done, total, in.uri);
+        if (p.max_file_seconds <= 0) return;
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+        if (took.count() > p.max_file_seconds) {
+            throw file_too_slow{fmt("took longer than %g s (max_file_seconds; nothing committed)",
+                                    p.max_file_seconds)};
+        }
+    };
     const std::string hash = sha256_hex(in.source);
     const std::string chunker = chunker_id(p.chunking);
     const std::optional<document_info> old = cat_->find_document(in.uri);
@@ -421,7 +444,10 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
         return false;
     }
     const extracted_text ex = extract_text(in.source, in.kind);  // throws invalid_arg
-    const std::vector<text_chunk> chunks = chunk_text(ex.text, p_.encode, p.chunking);
+    const std::vector<text_chunk> chunks =
+        chunk_text(ex.text, p_.encode, p.chunking, [&](size_t done, size_t total) {
+            step("chunk", static_cast<int64_t>(done), static_cast<int64_t>(total));
+        });
     if (chunks.empty()) {
         throw error(status::invalid_arg, "empty document (no text)");
     }
@@ -436,16 +462,25 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
         texts[i] = rows[i].text;
     }
     if (p_.emb) {
-        std::vector<float> v;
-        p_.emb->embed(texts, v);
         const size_t dim = static_cast<size_t>(p_.emb->dim());
-        if (v.size() != dim * rows.size()) {
-            throw error(status::internal, "ingest: embedder returned the wrong number of floats");
+        const auto n = static_cast<int64_t>(rows.size());
+        for (size_t b = 0; b < rows.size(); b += k_embed_batch) {
+            step("embed", static_cast<int64_t>(b), n);
+            const size_t e = std::min(rows.size(), b + k_embed_batch);
+            const std::vector<std::string> batch(texts.begin() + static_cast<std::ptrdiff_t>(b),
+                                                 texts.begin() + static_cast<std::ptrdiff_t>(e));
+            std::vector<float> v;
+            p_.emb->embed(batch, v);
+            if (v.size() != dim * batch.size()) {
+                throw error(status::internal,
+                            "ingest: embedder returned the wrong number of floats");
+            }
+            for (size_t i = b; i < e; ++i) {
+                const auto at = v.begin() + static_cast<std::ptrdiff_t>((i - b) * dim);
+                rows[i].embedding.assign(at, at + static_cast<std::ptrdiff_t>(dim));
+            }
         }
-        for (size_t i = 0; i < rows.size(); ++i) {
-            rows[i].embedding.assign(v.begin() + static_cast<std::ptrdiff_t>(i * dim),
-                                     v.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
-        }
+        step("embed", n, n);  // the last check before the commit
     }
     document_info d;
     d.uri = in.uri;
@@ -469,6 +504,7 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
     (old ? r.updated : r.added)++;
     r.chunks_added += static_cast<int64_t>(res.added.size());
     r.chunks_removed += static_cast<int64_t>(res.removed.size());
+    if (p_.emb) r.embedded += static_cast<int64_t>(rows.size());
     if (p.after_commit) p.after_commit(in.uri);
     return true;
 }
@@ -477,6 +513,25 @@ ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const 
     std::lock_guard<std::mutex> lock(write_mu_);
     const write_scope ws(*this, &p);
     ingest_report r;
+    try {
+        ingest_paths_locked(paths, p, r);
+    } catch (const error& e) {
+        if (e.code() != status::aborted) throw;
+        // A stop comes between commits, so the index mirrors the catalog: save it, or the next
+        // open rebuilds it from the catalog.
+        try {
+            save_index_locked();
+        } catch (const error&) {  // the next writer rebuilds it
+        }
+        // What was committed before the stop stays committed: say so in the report.
+        r.skipped = static_cast<int64_t>(r.skipped_files.size());
+        throw ingest_aborted(e.what(), std::move(r));
+    }
+    return r;
+}
+
+void corpus::ingest_paths_locked(const std::vector<std::string>& paths, const ingest_params& p,
+                                 ingest_report& r) {
     if (!p_.emb) r.notices.push_back("no embedder: chunks are stored for BM25 only");
     walk_state w;
     w.follow_symlinks = p.follow_symlinks;
@@ -527,11 +582,14 @@ ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const 
         in.metadata += ",\"kind\":\"" + std::string(kind_name(in.kind)) + "\"}";
         try {
             ingest_one(in, p, r);
+        } catch (const file_too_slow& e) {
+            r.skipped_files.emplace_back(f, e.why);  // the next files must not wait behind it
         } catch (const error& e) {
             if (e.code() != status::invalid_arg) throw;
             r.skipped_files.emplace_back(f, e.what());
             // A document that no longer yields text leaves the catalog with its old version.
-            if (std::string(e.what()).rfind("empty document", 0) == 0 && remove_locked(in.uri)) {
+            if (std::string(e.what()).rfind("empty document", 0) == 0 &&
+                remove_locked(in.uri, &r)) {
                 ++r.removed;
             }
         }
@@ -544,13 +602,12 @@ ingest_report corpus::ingest_paths(const std::vector<std::string>& paths, const 
                 if (seen.count(doc.uri)) continue;
                 struct stat st {};
                 if (::stat(doc.uri.c_str(), &st) == 0) continue;  // still there (e.g. hidden)
-                if (remove_locked(doc.uri)) ++r.removed;
+                if (remove_locked(doc.uri, &r)) ++r.removed;
             }
         }
     }
     r.skipped = static_cast<int64_t>(r.skipped_files.size());
     finish_locked(p, r);
-    return r;
 }
 
 bool corpus::ingest_text(const std::string& uri, std::string_view text, doc_kind kind,
@@ -570,22 +627,33 @@ bool corpus::ingest_text(const std::string& uri, std::string_view text, doc_kind
                                              uri.c_str(), in.source.size(),
                                              static_cast<long long>(p.max_document_bytes)));
     }
-    const bool changed = ingest_one(in, p, r);
-    finish_locked(p, r);
-    return changed;
+    try {
+        const bool changed = ingest_one(in, p, r);
+        finish_locked(p, r);
+        return changed;
+    } catch (const file_too_slow& e) {
+        throw ingest_aborted("ingest: " + uri + " " + e.why, r);
+    } catch (const ingest_aborted&) {
+        throw;
+    } catch (const error& e) {
+        if (e.code() != status::aborted) throw;
+        throw ingest_aborted(e.what(), r);
+    }
 }
 
-bool corpus::remove(const std::string& uri) {
+bool corpus::remove(const std::string& uri, ingest_report* report) {
     std::lock_guard<std::mutex> lock(write_mu_);
     const write_scope ws(*this, nullptr);
-    const bool removed = remove_locked(uri);
-    delete_pending_kv(nullptr);
+    const bool removed = remove_locked(uri, report);
+    if (removed && report) ++report->removed;
+    delete_pending_kv(report);
     save_index_locked();
     return removed;
 }
 
-bool corpus::remove_locked(const std::string& uri) {
+bool corpus::remove_locked(const std::string& uri, ingest_report* r) {
     const std::vector<int64_t> ids = cat_->remove_document(uri);  // a document has >= 1 chunk
+    if (r) r->chunks_removed += static_cast<int64_t>(ids.size());
     if (index_ && !ids.empty()) {
         index_->remove(ids);
         index_dirty_ = true;

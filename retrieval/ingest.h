@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "retrieval/catalog.h"
 #include "retrieval/chunker.h"
 #include "retrieval/embedder.h"
@@ -45,17 +46,28 @@ struct corpus_params {
 };
 
 struct ingest_progress {
-    // "scan", "ingest", "embed", "kv", "index"; "wait" while another process holds the data
-    // directory's writer lock (current: who, e.g. "pid 1234"; called every 50-200 ms).
+    // "scan", "ingest", "chunk", "embed", "kv", "index"; "wait" while another process holds the
+    // data directory's writer lock (current: who, e.g. "pid 1234"; called every 50-200 ms).
+    // "chunk" (bytes) and "embed" (chunks) also come during one big file, with `current` set.
     const char* phase = "";
     int64_t done = 0, total = 0;
     std::string current;      // the file being worked on
 };
 
+constexpr int64_t k_default_max_document_bytes = 16ll << 20;
+
 struct ingest_params {
     chunker_params chunking;
     std::string collection;                      // stored with every document
-    int64_t max_document_bytes = 64ll << 20;     // larger files are skipped with a reason
+    // Larger files are skipped with a reason (ingest_text: refused). 16 MiB is about 4M tokens,
+    // a 3000-page book: larger "text" files are nearly always logs or data dumps, and embedding
+    // one takes tens of CPU-minutes (about 0.2 s per 512-token chunk per core).
+    int64_t max_document_bytes = k_default_max_document_bytes;
+    // A file still not committed after this long is abandoned (its transaction never commits)
+    // and skipped with "took longer than N s"; the run goes on with the next file. Checked at
+    // every progress point within the file (every 64 KiB chunked, every embedding batch).
+    // 0: no limit (the default: wall time depends on the machine, the size limit does not).
+    double max_file_seconds = 0;
     bool prune_missing = true;  // documents under an ingested folder whose file is gone go
     // Symlinks met in a folder are skipped ("symbolic link (not followed)") unless this is set;
     // then a link to a file is followed only when its real path stays inside that folder.
@@ -75,6 +87,15 @@ struct ingest_report {
     int64_t chunks_added = 0, chunks_removed = 0, embedded = 0, kv_computed = 0, kv_deleted = 0;
     std::vector<std::pair<std::string, std::string>> skipped_files;  // (path, reason)
     std::vector<std::string> notices;  // e.g. "no embedder: BM25 only", "index rebuilt: ..."
+};
+
+// An ingest stopped by interrupt or its progress callback (status::aborted), with what it had
+// committed by then: documents commit one by one, so the partial counts are real.
+class ingest_aborted : public error {
+public:
+    ingest_aborted(const std::string& msg, ingest_report r)
+        : error(status::aborted, msg), report(std::move(r)) {}
+    ingest_report report;
 };
 
 // Soundness of the catalog (SQLite and FTS integrity), each referenced KV file (read in full),
@@ -113,7 +134,8 @@ public:
                      const std::string& metadata_json, const ingest_params& p,
                      ingest_report* report = nullptr);
     // Removes a document, its vectors and (last reference) KV files; false when absent.
-    bool remove(const std::string& uri);
+    // `report` (optional) gets removed, chunks_removed and kv_deleted added to it.
+    bool remove(const std::string& uri, ingest_report* report = nullptr);
 
     search_result search(const std::string& query, const search_params& p) const;
 
@@ -132,7 +154,9 @@ private:
     struct damage;  // what a check found, for repair (corpus-check.cpp)
     damage inspect_locked();
     bool ingest_one(const doc_input& in, const ingest_params& p, ingest_report& r);
-    bool remove_locked(const std::string& uri);
+    void ingest_paths_locked(const std::vector<std::string>& paths, const ingest_params& p,
+                             ingest_report& r);
+    bool remove_locked(const std::string& uri, ingest_report* r = nullptr);
     void finish_locked(const ingest_params& p, ingest_report& r);
     void embed_missing(const ingest_params& p, ingest_report& r);
     void precompute_missing(const ingest_params& p, ingest_report& r);

@@ -95,7 +95,10 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
     const uint64_t epoch = interrupt_epoch_.load();
     auto user = std::move(p.progress);
     p.progress = [this, epoch, user = std::move(user)](const ingest_progress& pr) {
-        if (interrupt_epoch_.load() != epoch) return false;
+        // Its own message: no callback returned false, and users read "interrupted".
+        if (interrupt_epoch_.load() != epoch) {
+            throw error(status::aborted, "ingest: interrupted (cbl_runtime_interrupt)");
+        }
         return !user || user(pr);
     };
     if (precompute_kv) {
@@ -132,7 +135,9 @@ repair_report rag_runtime::repair(ingest_params p, bool precompute_kv) {
     return docs_->repair(wrap(std::move(p), precompute_kv));
 }
 
-bool rag_runtime::remove(const std::string& uri) { return docs_->remove(uri); }
+bool rag_runtime::remove(const std::string& uri, ingest_report* report) {
+    return docs_->remove(uri, report);
+}
 
 search_result rag_runtime::search(const std::string& query, const search_params& p) const {
     return docs_->search(query, p);

@@ -59,7 +59,7 @@ public:
     bool ingest_text(const std::string& uri, std::string_view text, doc_kind kind,
                      const std::string& metadata_json, ingest_params p, bool precompute_kv,
                      ingest_report* report);
-    bool remove(const std::string& uri);
+    bool remove(const std::string& uri, ingest_report* report = nullptr);
     // corpus::repair, computing missing KV when precompute_kv (p: progress only).
     repair_report repair(ingest_params p, bool precompute_kv);
     search_result search(const std::string& query, const search_params& p) const;

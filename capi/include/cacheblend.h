@@ -9,6 +9,11 @@
  *  - Handles are opaque and reference-counted; cbl_x_free(NULL) is a no-op.
  *  - Params structs start with struct_size; call the *_init() helper (it records your sizeof),
  *    then set fields. Zero means "library default" for every field. NULL params = all defaults.
+ *    A struct_size above CBL_MAX_STRUCT_SIZE is CBL_INVALID_ARG (params and output structs).
+ *  - Freeing a handle twice is undefined behaviour, as free() twice is in C: no library can
+ *    tell a freed handle from a live one. cbl_x_free(NULL) is the only safe repeat; set your
+ *    pointer to NULL after freeing it. A session freed during one of its own calls is the
+ *    exception below (cbl_session_free): that is handled.
  *  - Strings are UTF-8, copied before return. The library never aborts, exits or prints.
  *  - Thread safety: models, KV stores and runtimes are shareable across threads; a session
  *    serves one call at a time (a concurrent call returns CBL_MISUSE); cancel from any thread.
@@ -45,6 +50,12 @@ extern "C" {
 #define CBL_VERSION_PATCH 0
 #define CBL_VERSION_NUMBER (CBL_VERSION_MAJOR * 1000000 + CBL_VERSION_MINOR * 1000 + CBL_VERSION_PATCH)
 #define CBL_VERSION_STRING "0.1.0"
+
+/* The largest struct_size any sized struct (params or output) may carry. Structs only grow by
+ * appended fields and the biggest is a few hundred bytes today, so 4 KiB leaves decades of room
+ * while a garbage or uninitialised struct_size (a stack value, a pointer) is refused before the
+ * library reads past the caller's struct. @since 0.1 */
+#define CBL_MAX_STRUCT_SIZE 4096
 
 /* ---- status codes ---- */
 typedef int32_t cbl_status;
@@ -196,7 +207,9 @@ static inline void cbl_runtime_params_init(cbl_runtime_params *p) {
 /** Opens (creating when missing) the data directory and loads the model and the embedder.
  *  On failure *out_runtime is NULL and nothing is left open. @since 0.1 */
 CBL_API cbl_status cbl_runtime_open(const cbl_runtime_params *params, cbl_runtime **out_runtime);
-/** Drops the caller's reference; sessions still using the runtime keep it open. @since 0.1 */
+/** Drops the caller's reference; sessions still using the runtime keep it open, and so does a
+ *  call running on it (freeing it from inside an ingest progress callback is safe: the call
+ *  finishes on its own reference). @since 0.1 */
 CBL_API void cbl_runtime_free(cbl_runtime *runtime);
 /** A new reference to the runtime's model (free it with cbl_model_free). @since 0.1 */
 CBL_API cbl_status cbl_runtime_model(cbl_runtime *runtime, cbl_model **out_model);
@@ -210,11 +223,13 @@ CBL_API void cbl_runtime_interrupt(cbl_runtime *runtime);
 /* ---- ingest ---- */
 typedef struct cbl_progress {
     size_t struct_size;   /* the library's sizeof; fields past the caller's header are extra */
-    const char *phase;    /* "scan", "ingest", "embed", "kv", "index"; "skip" (a file was
-                             skipped: `message` says why), "notice" (e.g. the index was rebuilt)
-                             or "wait": another process is writing to the data directory (one
-                             writer at a time; `current` says who, e.g. "pid 1234"); called every
-                             50-200 ms until it is done, return false to stop waiting */
+    const char *phase;    /* "scan", "ingest", "chunk", "embed", "kv", "index"; "skip" (a file
+                             was skipped: `message` says why), "notice" (e.g. the index was
+                             rebuilt) or "wait": another process is writing to the data directory
+                             (one writer at a time; `current` says who, e.g. "pid 1234"); called
+                             every 50-200 ms until it is done, return false to stop waiting.
+                             "chunk" (bytes) and "embed" (chunks) also come during one big file,
+                             with `current` naming it and done/total moving */
     int64_t done;
     int64_t total;
     const char *current;  /* the file being worked on ("" when none) */
@@ -238,8 +253,20 @@ typedef struct cbl_ingest_params {
        folder (else, and by default, it is skipped: "symbolic link (not followed)"). A path
        passed in is followed either way. */
     bool follow_symlinks;
+    int64_t max_file_bytes;      /* 0 = 16 MiB (CBL_DEFAULT_MAX_FILE_BYTES); larger files are
+                                    skipped with a reason, a larger ingest_text is
+                                    CBL_INVALID_ARG; INT64_MAX = no limit. 16 MiB is ~4M tokens,
+                                    a 3000-page book: bigger "text" files are nearly always logs
+                                    or dumps, and embedding one takes tens of CPU-minutes */
+    double max_file_seconds;     /* 0 = no limit; a file not committed within this many seconds
+                                    is abandoned (nothing of it committed), skipped with "took
+                                    longer than N s", and the run goes on with the next file;
+                                    ingest_text returns CBL_ABORTED. Checked every 64 KiB
+                                    chunked and every embedding batch of the file */
     /* new fields are appended here only */
 } cbl_ingest_params;
+
+#define CBL_DEFAULT_MAX_FILE_BYTES 16777216 /* 16 MiB */
 
 static inline void cbl_ingest_params_init(cbl_ingest_params *p) {
     memset(p, 0, sizeof(*p));
@@ -260,19 +287,27 @@ static inline void cbl_ingest_report_init(cbl_ingest_report *r) {
 }
 
 /** Ingests text[0..len) as the document `uri` (replacing an older version of it). Each document
- *  commits atomically. out_report may be NULL. @since 0.1 */
+ *  commits atomically. out_report may be NULL; on CBL_ABORTED it still counts what was
+ *  committed. @since 0.1 */
 CBL_API cbl_status cbl_runtime_ingest_text(cbl_runtime *runtime, const char *uri, const char *text,
                                            size_t len, const cbl_ingest_params *params,
                                            cbl_ingest_report *out_report);
 /** Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
  *  content hash; files that cannot be read are skipped with a reason (progress phase "skip")
- *  and the rest go on. Documents committed before an abort or error stay. @since 0.1 */
+ *  and the rest go on. Documents committed before an abort or error stay; on CBL_ABORTED
+ *  (cbl_runtime_interrupt, or the progress callback returned false) *out_report counts them.
+ *  @since 0.1 */
 CBL_API cbl_status cbl_runtime_ingest_path(cbl_runtime *runtime, const char *path,
                                            const cbl_ingest_params *params,
                                            cbl_ingest_report *out_report);
 /** Removes a document, its vectors and (last reference) its chunks' KV. *out_found tells
  *  whether it existed. @since 0.1 */
 CBL_API cbl_status cbl_runtime_delete(cbl_runtime *runtime, const char *uri, bool *out_found);
+/** cbl_runtime_delete that also counts: out_report->removed is 1 when the document existed
+ *  (else 0), chunks_removed its chunks, kv_deleted the KV files whose last reference went; the
+ *  other counts are 0. @since 0.1 */
+CBL_API cbl_status cbl_runtime_delete_counted(cbl_runtime *runtime, const char *uri,
+                                              cbl_ingest_report *out_report);
 
 /* Output struct: the caller sets struct_size (cbl_corpus_stats_init). */
 typedef struct cbl_corpus_stats {
@@ -414,7 +449,11 @@ CBL_API cbl_status cbl_session_create(cbl_runtime *runtime, const cbl_session_pa
 CBL_API cbl_status cbl_session_create_with(cbl_model *model, cbl_kvstore *store,
                                            const cbl_session_params *params,
                                            cbl_session **out_session);
-/** NULL is a no-op. Must not race a call on the same session. @since 0.1 */
+/** NULL is a no-op. Freeing a session while one of its calls runs (from that call's token
+ *  callback, or from another thread once the call has started) is safe: the call is cancelled
+ *  (it returns CBL_ABORTED soon, unless it was already finishing) and the session is released
+ *  when the call returns. Do not use the handle after this; freeing it twice is undefined.
+ *  @since 0.1 */
 CBL_API void cbl_session_free(cbl_session *session);
 /** Makes the session's running call return CBL_ABORTED soon (between layers or tokens). Any
  *  thread; NULL is a no-op; without a running call it does nothing. @since 0.1 */

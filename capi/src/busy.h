@@ -1,4 +1,4 @@
-// One call at a time per session (STYLE.md §5): a scope holds the session's busy flag, so a
+// One call at a time per session (STYLE.md §5): a scope holds the session's busy bit, so a
 // second concurrent call, or a callback calling back into its own session, finds it taken.
 #pragma once
 
@@ -9,11 +9,16 @@
 
 namespace cacheblend::capi {
 
+// The running call's scope also finishes a cbl_session_free made during the call (from its own
+// callback or another thread): the free only marks the handle, and the call deletes it on the
+// way out, so nothing touches freed memory. One atomic word holds both bits so that exactly one
+// side, the call or the free, sees the other's bit and deletes.
 class busy_scope {
 public:
-    explicit busy_scope(cbl_session* s) : s_(s), ok_(!s->busy.exchange(true)) {}
+    explicit busy_scope(cbl_session* s)
+        : s_(s), ok_((s->state.fetch_or(cbl_session::k_busy) & cbl_session::k_busy) == 0) {}
     ~busy_scope() {
-        if (ok_) s_->busy.store(false);
+        if (ok_ && (s_->state.fetch_and(~cbl_session::k_busy) & cbl_session::k_freed)) delete s_;
     }
     busy_scope(const busy_scope&) = delete;
     busy_scope& operator=(const busy_scope&) = delete;

@@ -146,23 +146,23 @@ extern "C" {
 
 cbl_status cbl_x_session_set_blend(cbl_session* session, const cbl_x_blend_params* params) {
     return CBL_API_GUARD({
-        if (!session) return invalid(__func__, "session is required");
+        if (!session) return invalid(cbl_fn, "session is required");
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         cbl_x_blend_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_x_blend_params_init)) return s;
-        session->s->set_params(to_blend(__func__, p, session->s->params()));
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_x_blend_params_init)) return s;
+        session->s->set_params(to_blend(cbl_fn, p, session->s->params()));
         return CBL_OK;
     });
 }
 
 cbl_status cbl_x_prompt_tokens(const cbl_model* model, const cbl_x_prompt* prompt, size_t* out_n) {
     return CBL_API_GUARD({
-        if (!model || !out_n) return invalid(__func__, "model and out_n are required");
+        if (!model || !out_n) return invalid(cbl_fn, "model and out_n are required");
         cbl_x_prompt p;
-        if (cbl_status s = read_prompt(__func__, prompt, &p)) return s;
+        if (cbl_status s = read_prompt(cbl_fn, prompt, &p)) return s;
         const cacheblend::blend_request req =
-            cacheblend::build_blend_request(*model->m, to_text(__func__, p));
+            cacheblend::build_blend_request(*model->m, to_text(cbl_fn, p));
         *out_n = static_cast<size_t>(cacheblend::request_tokens(req));
         return CBL_OK;
     });
@@ -171,18 +171,18 @@ cbl_status cbl_x_prompt_tokens(const cbl_model* model, const cbl_x_prompt* promp
 cbl_status cbl_x_session_prefill_prompt(cbl_session* session, const cbl_x_prompt* prompt,
                                         cbl_stats* out_stats) {
     return CBL_API_GUARD({
-        if (!session) return invalid(__func__, "session is required");
+        if (!session) return invalid(cbl_fn, "session is required");
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         cbl_x_prompt p;
-        if (cbl_status s = read_prompt(__func__, prompt, &p)) return s;
-        const cacheblend::blend_stats st = session->s->prefill_prompt(to_text(__func__, p));
+        if (cbl_status s = read_prompt(cbl_fn, prompt, &p)) return s;
+        const cacheblend::blend_stats st = session->s->prefill_prompt(to_text(cbl_fn, p));
         session->notice = st.fallback_reason;
         session->last = st;
         if (!out_stats) return CBL_OK;
         cbl_stats out = cacheblend::capi::to_stats(st, nullptr, session->notice);
         out.n_ctx = session->s->n_ctx();
-        return write_out(__func__, out, out_stats);
+        return write_out(cbl_fn, out, out_stats);
     });
 }
 
@@ -190,12 +190,12 @@ cbl_status cbl_x_session_precompute_prompt(cbl_session* session, const cbl_x_pro
                                            size_t* out_computed) {
     if (out_computed) *out_computed = 0;
     return CBL_API_GUARD({
-        if (!session) return invalid(__func__, "session is required");
+        if (!session) return invalid(cbl_fn, "session is required");
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         cbl_x_prompt p;
-        if (cbl_status s = read_prompt(__func__, prompt, &p)) return s;
-        const int64_t n = session->s->precompute_prompt(to_text(__func__, p));
+        if (cbl_status s = read_prompt(cbl_fn, prompt, &p)) return s;
+        const int64_t n = session->s->precompute_prompt(to_text(cbl_fn, p));
         if (out_computed) *out_computed = static_cast<size_t>(n);
         return CBL_OK;
     });
@@ -210,15 +210,15 @@ const float* cbl_x_session_logits(const cbl_session* session, size_t* out_n) {
 cbl_status cbl_x_kvstore_set_calibration(cbl_kvstore* store, const cbl_model* model,
                                          int32_t kv_format, const cbl_x_calibration* c) {
     return CBL_API_GUARD({
-        if (!store || !model || !c) return invalid(__func__, "store, model and c are required");
+        if (!store || !model || !c) return invalid(cbl_fn, "store, model and c are required");
         cbl_x_calibration in;
-        if (cbl_status s = read_params(__func__, c, &in, cbl_x_calibration_init)) return s;
+        if (cbl_status s = read_params(cbl_fn, c, &in, cbl_x_calibration_init)) return s;
         if (std::memchr(in.metric, '\0', sizeof(in.metric)) == nullptr) {
-            return invalid(__func__, "metric is not NUL-terminated");
+            return invalid(cbl_fn, "metric is not NUL-terminated");
         }
         cacheblend::calibration cal;
         cal.model_fingerprint = model->m->fingerprint();
-        cal.format = to_format(__func__, kv_format);
+        cal.format = to_format(cbl_fn, kv_format);
         cal.ratio = in.ratio;
         cal.met = in.met;
         cal.metric = in.metric;
@@ -235,10 +235,10 @@ cbl_status cbl_x_kvstore_calibration(cbl_kvstore* store, const cbl_model* model,
     if (out_found) *out_found = false;
     return CBL_API_GUARD({
         if (!store || !model || !out || !out_found) {
-            return invalid(__func__, "store, model, out and out_found are required");
+            return invalid(cbl_fn, "store, model, out and out_found are required");
         }
         const auto c = cacheblend::read_calibration(store->kv->dir(), model->m->fingerprint(),
-                                                    to_format(__func__, kv_format));
+                                                    to_format(cbl_fn, kv_format));
         if (!c) return CBL_OK;
         cbl_x_calibration r;
         cbl_x_calibration_init(&r);
@@ -248,7 +248,7 @@ cbl_status cbl_x_kvstore_calibration(cbl_kvstore* store, const cbl_model* model,
         r.target = c->target;
         r.value = c->value;
         r.records = c->records;
-        if (cbl_status s = write_out(__func__, r, out)) return s;
+        if (cbl_status s = write_out(cbl_fn, r, out)) return s;
         *out_found = true;
         return CBL_OK;
     });
@@ -257,7 +257,7 @@ cbl_status cbl_x_kvstore_calibration(cbl_kvstore* store, const cbl_model* model,
 cbl_status cbl_x_default_model_path(char** out) {
     if (out) *out = nullptr;
     return CBL_API_GUARD({
-        if (!out) return invalid(__func__, "out is required");
+        if (!out) return invalid(cbl_fn, "out is required");
         return copy_out(cacheblend::default_model_path(), out);
     });
 }
@@ -265,7 +265,7 @@ cbl_status cbl_x_default_model_path(char** out) {
 cbl_status cbl_x_eval_parse_answer(const char* generation, char** out) {
     if (out) *out = nullptr;
     return CBL_API_GUARD({
-        if (!generation || !out) return invalid(__func__, "generation and out are required");
+        if (!generation || !out) return invalid(cbl_fn, "generation and out are required");
         return copy_out(cacheblend::eval::parse_generation(generation), out);
     });
 }
@@ -273,7 +273,7 @@ cbl_status cbl_x_eval_parse_answer(const char* generation, char** out) {
 cbl_status cbl_x_eval_normalize(const char* text, char** out) {
     if (out) *out = nullptr;
     return CBL_API_GUARD({
-        if (!text || !out) return invalid(__func__, "text and out are required");
+        if (!text || !out) return invalid(cbl_fn, "text and out are required");
         return copy_out(cacheblend::eval::normalize_answer(text), out);
     });
 }
@@ -318,7 +318,7 @@ cbl_status cbl_x_eval_paired_bootstrap(const double* a, const double* b, size_t 
                                        double* out_lo, double* out_hi) {
     return CBL_API_GUARD({
         if (!out_lo || !out_hi || (n > 0 && (!a || !b))) {
-            return invalid(__func__, "a, b, out_lo and out_hi are required");
+            return invalid(cbl_fn, "a, b, out_lo and out_hi are required");
         }
         const cacheblend::eval::interval ci = cacheblend::eval::paired_bootstrap_ci(
             std::vector<double>(a, a + n), std::vector<double>(b, b + n));

@@ -29,4 +29,8 @@ cbl_status guard(const char* fn, F&& body) noexcept {
 
 }  // namespace cacheblend::capi
 
-#define CBL_API_GUARD(body) ::cacheblend::capi::guard(__func__, [&]() -> cbl_status body)
+// Inside the body, cbl_fn is the exported function's name: __func__ there would name the
+// lambda ("operator()"), so the init-capture takes it from the enclosing function instead.
+#define CBL_API_GUARD(body)                                                                     \
+    ::cacheblend::capi::guard(__func__, [&, cbl_fn = static_cast<const char*>(__func__)]() \
+                                            -> cbl_status body)

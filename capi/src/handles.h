@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,7 +45,10 @@ struct cbl_answer {
 struct cbl_session {
     std::shared_ptr<cacheblend::rag_runtime> rt;  // null for cbl_session_create_with
     std::unique_ptr<cacheblend::rag_session> s;
-    std::atomic<bool> busy{false};  // one call at a time: a second one is CBL_MISUSE
+    // k_busy: a call runs (a second one is CBL_MISUSE); k_freed: cbl_session_free came during
+    // that call, which deletes the handle when it returns (capi/src/busy.h).
+    static constexpr uint32_t k_busy = 1, k_freed = 2;
+    std::atomic<uint32_t> state{0};
     std::string notice;             // of the last prefill_chunks (its stats.notice)
     cacheblend::blend_stats last;   // of the last prefill: the stats of the answer after it
 };

@@ -21,12 +21,12 @@ size_t cbl_x_model_registry_count(void) {
 
 cbl_status cbl_x_model_registry_get(size_t index, cbl_x_registry_model* out) {
     return CBL_API_GUARD({
-        if (!out) return invalid(__func__, "out is required");
+        if (!out) return invalid(cbl_fn, "out is required");
         size_t n = 0;
         const cacheblend::registry_model* models = cacheblend::model_registry(&n);
         if (index >= n) {
             return cacheblend::capi::set_error(
-                CBL_RANGE, std::string(__func__) + ": index " + std::to_string(index) +
+                CBL_RANGE, std::string(cbl_fn) + ": index " + std::to_string(index) +
                                " is past the last of " + std::to_string(n) + " models");
         }
         const cacheblend::registry_model& m = models[index];
@@ -39,14 +39,14 @@ cbl_status cbl_x_model_registry_get(size_t index, cbl_x_registry_model* out) {
         r.licence = m.licence;
         r.description = m.description;
         r.is_default = std::string(m.name) == cacheblend::k_default_model_name;
-        return cacheblend::capi::write_out(__func__, r, out);
+        return cacheblend::capi::write_out(cbl_fn, r, out);
     });
 }
 
 cbl_status cbl_x_model_path(const char* name_or_path, char** out) {
     if (out) *out = nullptr;
     return CBL_API_GUARD({
-        if (!out) return invalid(__func__, "out is required");
+        if (!out) return invalid(cbl_fn, "out is required");
         *out = malloc_copy(cacheblend::resolve_model(name_or_path ? name_or_path : "").path);
         return CBL_OK;
     });
@@ -55,7 +55,7 @@ cbl_status cbl_x_model_path(const char* name_or_path, char** out) {
 cbl_status cbl_x_model_cache_dir(char** out) {
     if (out) *out = nullptr;
     return CBL_API_GUARD({
-        if (!out) return invalid(__func__, "out is required");
+        if (!out) return invalid(cbl_fn, "out is required");
         *out = malloc_copy(cacheblend::model_cache_dir());
         return CBL_OK;
     });

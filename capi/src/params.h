@@ -13,6 +13,14 @@
 
 namespace cacheblend::capi {
 
+// A struct_size past CBL_MAX_STRUCT_SIZE is garbage (or a struct from far in the future): refused
+// before the trailing-bytes scan or the copy reads past the caller's struct.
+inline cbl_status too_big(const char* fn, const char* what, size_t size) {
+    return set_error(CBL_INVALID_ARG, std::string(fn) + ": " + what + " struct_size " +
+                                          std::to_string(size) + " is above CBL_MAX_STRUCT_SIZE (" +
+                                          std::to_string(CBL_MAX_STRUCT_SIZE) + ")");
+}
+
 // *out = defaults (init), then the caller's known prefix. NULL in = all defaults.
 template <typename T>
 cbl_status read_params(const char* fn, const T* in, T* out, void (*init)(T*)) {
@@ -22,6 +30,7 @@ cbl_status read_params(const char* fn, const T* in, T* out, void (*init)(T*)) {
         return set_error(CBL_INVALID_ARG, std::string(fn) + ": params.struct_size is not set " +
                                               "(call the params' _init() helper first)");
     }
+    if (in->struct_size > CBL_MAX_STRUCT_SIZE) return too_big(fn, "params", in->struct_size);
     const size_t n = in->struct_size < sizeof(T) ? in->struct_size : sizeof(T);
     std::memcpy(static_cast<void*>(out), in, n);
     const auto* bytes = reinterpret_cast<const unsigned char*>(in);
@@ -43,6 +52,7 @@ cbl_status write_out(const char* fn, const T& ours, T* out) {
         return set_error(CBL_INVALID_ARG, std::string(fn) + ": output struct_size is not set " +
                                               "(call its _init() helper first)");
     }
+    if (out->struct_size > CBL_MAX_STRUCT_SIZE) return too_big(fn, "output", out->struct_size);
     const size_t caller = out->struct_size;
     const size_t n = caller < sizeof(T) ? caller : sizeof(T);
     std::memcpy(static_cast<void*>(out), &ours, n);

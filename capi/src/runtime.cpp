@@ -22,8 +22,18 @@ cacheblend::ingest_params to_ingest(const char* fn, const cbl_ingest_params& in)
         throw cacheblend::error(cacheblend::status::invalid_arg,
                                 std::string(fn) + ": chunk_tokens must be 0 or within [8, 65536]");
     }
+    if (in.max_file_bytes < 0) {
+        throw cacheblend::error(cacheblend::status::invalid_arg,
+                                std::string(fn) + ": max_file_bytes must be >= 0 (0 = 16 MiB)");
+    }
+    if (!(in.max_file_seconds >= 0)) {  // NaN too
+        throw cacheblend::error(cacheblend::status::invalid_arg,
+                                std::string(fn) + ": max_file_seconds must be >= 0 (0 = none)");
+    }
     cacheblend::ingest_params p;
     if (in.chunk_tokens > 0) p.chunking.max_tokens = in.chunk_tokens;
+    if (in.max_file_bytes > 0) p.max_document_bytes = in.max_file_bytes;
+    p.max_file_seconds = in.max_file_seconds;
     if (in.collection) p.collection = in.collection;
     p.follow_symlinks = in.follow_symlinks;
     if (cbl_progress_fn cb = in.progress) {
@@ -59,6 +69,11 @@ cbl_ingest_report to_report(const cacheblend::ingest_report& r) {
     return o;
 }
 
+// An aborted ingest still tells what it committed. The guard then reports the abort itself.
+void partial_report(const char* fn, const cacheblend::ingest_aborted& e, cbl_ingest_report* out) {
+    if (out) write_out(fn, to_report(e.report), out);
+}
+
 // Files skipped with a reason and the ingest's notices reach the caller as progress reports of
 // phase "skip" and "notice".
 void report_skips(const cbl_ingest_params& in, const cacheblend::ingest_report& r) {
@@ -92,11 +107,11 @@ extern "C" {
 cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_runtime) {
     if (out_runtime) *out_runtime = nullptr;
     return CBL_API_GUARD({
-        if (!out_runtime) return invalid(__func__, "out_runtime is required");
+        if (!out_runtime) return invalid(cbl_fn, "out_runtime is required");
         cbl_runtime_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_runtime_params_init)) return s;
-        cacheblend::capi::check_device(__func__, p.device);
-        if (p.n_threads < 0 || p.n_threads > 1024) return invalid(__func__, "n_threads out of [0, 1024]");
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_runtime_params_init)) return s;
+        cacheblend::capi::check_device(cbl_fn, p.device);
+        if (p.n_threads < 0 || p.n_threads > 1024) return invalid(cbl_fn, "n_threads out of [0, 1024]");
         cacheblend::rag_runtime_params rp;
         if (p.model_path) rp.model_path = p.model_path;
         if (p.embedder_path) rp.embedder_path = p.embedder_path;
@@ -116,9 +131,12 @@ void cbl_runtime_free(cbl_runtime* runtime) { delete runtime; }
 cbl_status cbl_runtime_model(cbl_runtime* runtime, cbl_model** out_model) {
     if (out_model) *out_model = nullptr;
     return CBL_API_GUARD({
-        if (!runtime || !out_model) return invalid(__func__, "runtime and out_model are required");
+        if (!runtime || !out_model) return invalid(cbl_fn, "runtime and out_model are required");
+        // Our own reference: the handle may be freed during the call (e.g. from a progress
+        // callback); the runtime must outlive the call regardless.
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         auto h = std::make_unique<cbl_model>();
-        h->m = runtime->rt->llm();
+        h->m = rt->llm();
         *out_model = h.release();
         return CBL_OK;
     });
@@ -136,64 +154,92 @@ cbl_status cbl_runtime_ingest_text(cbl_runtime* runtime, const char* uri, const 
                                    size_t len, const cbl_ingest_params* params,
                                    cbl_ingest_report* out_report) {
     return CBL_API_GUARD({
-        if (!runtime || !uri || !*uri) return invalid(__func__, "runtime and a non-empty uri are required");
-        if (!text && len > 0) return invalid(__func__, "text is NULL but len > 0");
+        if (!runtime || !uri || !*uri) return invalid(cbl_fn, "runtime and a non-empty uri are required");
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        if (!text && len > 0) return invalid(cbl_fn, "text is NULL but len > 0");
         cbl_ingest_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_ingest_params_init)) return s;
-        const cacheblend::doc_kind kind = cacheblend::capi::to_doc_kind(__func__, p.format);
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
+        const cacheblend::doc_kind kind = cacheblend::capi::to_doc_kind(cbl_fn, p.format);
         cacheblend::ingest_report r;
-        runtime->rt->ingest_text(uri, std::string_view(text ? text : "", len), kind,
-                                 p.metadata_json ? p.metadata_json : "", to_ingest(__func__, p),
-                                 p.precompute_kv, &r);
+        try {
+            rt->ingest_text(uri, std::string_view(text ? text : "", len), kind,
+                            p.metadata_json ? p.metadata_json : "", to_ingest(cbl_fn, p),
+                            p.precompute_kv, &r);
+        } catch (const cacheblend::ingest_aborted& e) {
+            partial_report(cbl_fn, e, out_report);
+            throw;
+        }
         report_skips(p, r);
-        return out_report ? write_out(__func__, to_report(r), out_report) : CBL_OK;
+        return out_report ? write_out(cbl_fn, to_report(r), out_report) : CBL_OK;
     });
 }
 
 cbl_status cbl_runtime_ingest_path(cbl_runtime* runtime, const char* path,
                                    const cbl_ingest_params* params, cbl_ingest_report* out_report) {
     return CBL_API_GUARD({
-        if (!runtime || !path || !*path) return invalid(__func__, "runtime and a non-empty path are required");
+        if (!runtime || !path || !*path) return invalid(cbl_fn, "runtime and a non-empty path are required");
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         cbl_ingest_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_ingest_params_init)) return s;
-        if (p.metadata_json) return invalid(__func__, "metadata_json applies to ingest_text only");
-        const cacheblend::ingest_report r =
-            runtime->rt->ingest_paths({path}, to_ingest(__func__, p), p.precompute_kv);
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
+        if (p.metadata_json) return invalid(cbl_fn, "metadata_json applies to ingest_text only");
+        cacheblend::ingest_report r;
+        try {
+            r = rt->ingest_paths({path}, to_ingest(cbl_fn, p), p.precompute_kv);
+        } catch (const cacheblend::ingest_aborted& e) {
+            partial_report(cbl_fn, e, out_report);
+            throw;
+        }
         report_skips(p, r);
-        return out_report ? write_out(__func__, to_report(r), out_report) : CBL_OK;
+        return out_report ? write_out(cbl_fn, to_report(r), out_report) : CBL_OK;
     });
 }
 
 cbl_status cbl_runtime_delete(cbl_runtime* runtime, const char* uri, bool* out_found) {
     if (out_found) *out_found = false;
     return CBL_API_GUARD({
-        if (!runtime || !uri) return invalid(__func__, "runtime and uri are required");
-        const bool found = runtime->rt->remove(uri);
+        if (!runtime || !uri) return invalid(cbl_fn, "runtime and uri are required");
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        const bool found = rt->remove(uri);
         if (out_found) *out_found = found;
         return CBL_OK;
     });
 }
 
+cbl_status cbl_runtime_delete_counted(cbl_runtime* runtime, const char* uri,
+                                      cbl_ingest_report* out_report) {
+    return CBL_API_GUARD({
+        if (!runtime || !uri || !out_report) {
+            return invalid(cbl_fn, "runtime, uri and out_report are required");
+        }
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        cacheblend::ingest_report r;
+        rt->remove(uri, &r);
+        return write_out(cbl_fn, to_report(r), out_report);
+    });
+}
+
 cbl_status cbl_runtime_stats(cbl_runtime* runtime, cbl_corpus_stats* out_stats) {
     return CBL_API_GUARD({
-        if (!runtime || !out_stats) return invalid(__func__, "runtime and out_stats are required");
+        if (!runtime || !out_stats) return invalid(cbl_fn, "runtime and out_stats are required");
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         cbl_corpus_stats o;
         cbl_corpus_stats_init(&o);
-        auto& cat = runtime->rt->docs().cat();
+        auto& cat = rt->docs().cat();
         o.documents = cat.count_documents();
         o.chunks = cat.count_chunks();
-        const cacheblend::kv_store_stats kv = runtime->rt->kv()->stats();
+        const cacheblend::kv_store_stats kv = rt->kv()->stats();
         o.kv_entries = static_cast<int64_t>(kv.entries);
         o.kv_bytes = kv.bytes;
-        return write_out(__func__, o, out_stats);
+        return write_out(cbl_fn, o, out_stats);
     });
 }
 
 cbl_status cbl_runtime_check(cbl_runtime* runtime, char** out_problems) {
     if (out_problems) *out_problems = nullptr;
     return CBL_API_GUARD({
-        if (!runtime || !out_problems) return invalid(__func__, "runtime and out_problems are required");
-        const cacheblend::consistency_report r = runtime->rt->docs().check();
+        if (!runtime || !out_problems) return invalid(cbl_fn, "runtime and out_problems are required");
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        const cacheblend::consistency_report r = rt->docs().check();
         if (r.problems.empty()) return CBL_OK;
         std::string all;
         for (const std::string& p : r.problems) all += p + "\n";
@@ -225,17 +271,18 @@ cbl_status cbl_runtime_search(cbl_runtime* runtime, const char* query,
     if (out_results) *out_results = nullptr;
     return CBL_API_GUARD({
         if (!runtime || !query || !out_results) {
-            return invalid(__func__, "runtime, query and out_results are required");
+            return invalid(cbl_fn, "runtime, query and out_results are required");
         }
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         cbl_search_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_search_params_init)) return s;
-        if (p.k < 0 || p.k > 10000) return invalid(__func__, "k out of [0, 10000]");
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_search_params_init)) return s;
+        if (p.k < 0 || p.k > 10000) return invalid(cbl_fn, "k out of [0, 10000]");
         cacheblend::search_params sp;
         if (p.k > 0) sp.k = p.k;
-        sp.mode = cacheblend::capi::to_search_mode(__func__, p.mode);
+        sp.mode = cacheblend::capi::to_search_mode(cbl_fn, p.mode);
         sp.filter = cacheblend::capi::to_filter(
-            __func__, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
-        cacheblend::search_result r = runtime->rt->search(query, sp);
+            cbl_fn, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
+        cacheblend::search_result r = rt->search(query, sp);
         auto h = std::make_unique<cbl_results>();
         h->hits = std::move(r.hits);
         h->notice = std::move(r.notice);
@@ -251,12 +298,12 @@ size_t cbl_results_count(const cbl_results* results) { return results ? results-
 
 cbl_status cbl_results_hit(const cbl_results* results, size_t i, cbl_hit* out_hit) {
     return CBL_API_GUARD({
-        if (!results || !out_hit) return invalid(__func__, "results and out_hit are required");
+        if (!results || !out_hit) return invalid(cbl_fn, "results and out_hit are required");
         if (i >= results->hits.size()) {
             return cacheblend::capi::set_error(
                 CBL_RANGE, cacheblend::fmt("cbl_results_hit: index %zu of %zu hits", i, results->hits.size()));
         }
-        return write_out(__func__, cacheblend::capi::to_hit(results->hits[i]), out_hit);
+        return write_out(cbl_fn, cacheblend::capi::to_hit(results->hits[i]), out_hit);
     });
 }
 
@@ -270,9 +317,9 @@ cbl_status cbl_kvstore_open(const char* dir, const cbl_kvstore_params* params,
                             cbl_kvstore** out_store) {
     if (out_store) *out_store = nullptr;
     return CBL_API_GUARD({
-        if (!dir || !*dir || !out_store) return invalid(__func__, "dir and out_store are required");
+        if (!dir || !*dir || !out_store) return invalid(cbl_fn, "dir and out_store are required");
         cbl_kvstore_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_kvstore_params_init)) return s;
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_kvstore_params_init)) return s;
         cacheblend::kv_store_params kp;
         kp.dir = dir;
         kp.budget_bytes = p.budget_bytes;

@@ -71,9 +71,9 @@ cbl_status cbl_session_create(cbl_runtime* runtime, const cbl_session_params* pa
                               cbl_session** out_session) {
     if (out_session) *out_session = nullptr;
     return CBL_API_GUARD({
-        if (!runtime || !out_session) return invalid(__func__, "runtime and out_session are required");
+        if (!runtime || !out_session) return invalid(cbl_fn, "runtime and out_session are required");
         const auto& rt = runtime->rt;
-        return make_session(__func__, rt->llm(), rt->kv(), rt->n_threads(), rt, params, out_session);
+        return make_session(cbl_fn, rt->llm(), rt->kv(), rt->n_threads(), rt, params, out_session);
     });
 }
 
@@ -81,14 +81,21 @@ cbl_status cbl_session_create_with(cbl_model* model, cbl_kvstore* store,
                                    const cbl_session_params* params, cbl_session** out_session) {
     if (out_session) *out_session = nullptr;
     return CBL_API_GUARD({
-        if (!model || !out_session) return invalid(__func__, "model and out_session are required");
-        if (model->m->vocab_only()) return invalid(__func__, "the model was loaded vocabulary-only");
-        return make_session(__func__, model->m, store ? store->kv : nullptr, 0, nullptr, params,
+        if (!model || !out_session) return invalid(cbl_fn, "model and out_session are required");
+        if (model->m->vocab_only()) return invalid(cbl_fn, "the model was loaded vocabulary-only");
+        return make_session(cbl_fn, model->m, store ? store->kv : nullptr, 0, nullptr, params,
                             out_session);
     });
 }
 
-void cbl_session_free(cbl_session* session) { delete session; }
+void cbl_session_free(cbl_session* session) {
+    if (!session) return;
+    // The running call, if any, stops soon; cancel first: once k_freed is set that call may
+    // delete the session at any moment.
+    session->s->cancel();
+    if (session->state.fetch_or(cbl_session::k_freed) & cbl_session::k_busy) return;
+    delete session;
+}
 
 void cbl_session_cancel(cbl_session* session) {
     if (session) session->s->cancel();
@@ -99,26 +106,26 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
     if (out_answer) *out_answer = nullptr;
     return CBL_API_GUARD({
         if (!session || !question || !out_answer) {
-            return invalid(__func__, "session, question and out_answer are required");
+            return invalid(cbl_fn, "session, question and out_answer are required");
         }
         if (!session->rt) {
-            return invalid(__func__, "the session has no runtime (made by cbl_session_create_with): "
+            return invalid(cbl_fn, "the session has no runtime (made by cbl_session_create_with): "
                                      "use cbl_session_prefill_chunks");
         }
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         cbl_ask_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_ask_params_init)) return s;
-        if (p.k < 0 || p.k > 1000) return invalid(__func__, "k out of [0, 1000]");
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ask_params_init)) return s;
+        if (p.k < 0 || p.k > 1000) return invalid(cbl_fn, "k out of [0, 1000]");
         cacheblend::ask_params ap;
         if (p.k > 0) ap.search.k = p.k;
-        ap.search.mode = cacheblend::capi::to_search_mode(__func__, p.search_mode);
+        ap.search.mode = cacheblend::capi::to_search_mode(cbl_fn, p.search_mode);
         ap.search.filter = cacheblend::capi::to_filter(
-            __func__, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
+            cbl_fn, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
         // ap.gen holds ask's defaults (greedy with a repeat penalty): 0 fields keep them.
-        cacheblend::capi::apply_generation(__func__, cacheblend::capi::generation_of(p), &ap.gen);
+        cacheblend::capi::apply_generation(cbl_fn, cacheblend::capi::generation_of(p), &ap.gen);
         ap.compare_full = p.compare_full;
-        if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
+        if (p.top_logprobs < 0) return invalid(cbl_fn, "top_logprobs must be >= 0");
         ap.gen.top_logprobs = p.top_logprobs;
         cacheblend::ask_result r = session->s->ask(
             *session->rt, question, ap, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
@@ -141,47 +148,47 @@ cbl_status cbl_session_prefill_chunks(cbl_session* session, const char* const* c
                                       cbl_stats* out_stats) {
     return CBL_API_GUARD({
         if (!session || !question || (!chunks && n_chunks > 0)) {
-            return invalid(__func__, "session, chunks and question are required");
+            return invalid(cbl_fn, "session, chunks and question are required");
         }
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         std::vector<std::string> texts;
         texts.reserve(n_chunks);
         for (size_t i = 0; i < n_chunks; ++i) {
-            if (!chunks[i]) return invalid(__func__, cacheblend::fmt("chunk %zu is NULL", i));
+            if (!chunks[i]) return invalid(cbl_fn, cacheblend::fmt("chunk %zu is NULL", i));
             texts.emplace_back(chunks[i], lens ? lens[i] : std::strlen(chunks[i]));
         }
         const cacheblend::blend_stats st = session->s->prefill_chunks(texts, question);
         session->notice = st.fallback_reason;
         session->last = st;
         if (!out_stats) return CBL_OK;
-        return write_out(__func__, cacheblend::capi::to_stats(st, nullptr, session->notice), out_stats);
+        return write_out(cbl_fn, cacheblend::capi::to_stats(st, nullptr, session->notice), out_stats);
     });
 }
 
 cbl_status cbl_session_prefill_text(cbl_session* session, const char* text, size_t len,
                                     const cbl_prompt_params* params, cbl_stats* out_stats) {
     return CBL_API_GUARD({
-        if (!session || (!text && len > 0)) return invalid(__func__, "session and text are required");
+        if (!session || (!text && len > 0)) return invalid(cbl_fn, "session and text are required");
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         cbl_prompt_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_prompt_params_init)) return s;
-        if (p.system && !p.chat) return invalid(__func__, "system applies to chat prompts only");
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_prompt_params_init)) return s;
+        if (p.system && !p.chat) return invalid(cbl_fn, "system applies to chat prompts only");
         const double ms = session->s->prefill_text(std::string(text ? text : "", len), p.chat,
                                                    p.system ? p.system : "", p.parse_special);
-        return prefill_done(__func__, session, ms, out_stats);
+        return prefill_done(cbl_fn, session, ms, out_stats);
     });
 }
 
 cbl_status cbl_session_prefill_tokens(cbl_session* session, const int32_t* tokens, size_t n,
                                       cbl_stats* out_stats) {
     return CBL_API_GUARD({
-        if (!session || (!tokens && n > 0)) return invalid(__func__, "session and tokens are required");
+        if (!session || (!tokens && n > 0)) return invalid(cbl_fn, "session and tokens are required");
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         const double ms = session->s->prefill_tokens(std::vector<cacheblend::token_id>(tokens, tokens + n));
-        return prefill_done(__func__, session, ms, out_stats);
+        return prefill_done(cbl_fn, session, ms, out_stats);
     });
 }
 
@@ -195,14 +202,14 @@ cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params*
                                 cbl_answer** out_answer) {
     if (out_answer) *out_answer = nullptr;
     return CBL_API_GUARD({
-        if (!session || !out_answer) return invalid(__func__, "session and out_answer are required");
+        if (!session || !out_answer) return invalid(cbl_fn, "session and out_answer are required");
         busy_scope busy(session);
-        if (!busy.ok()) return busy_error(__func__);
+        if (!busy.ok()) return busy_error(cbl_fn);
         cbl_generate_params p;
-        if (cbl_status s = read_params(__func__, params, &p, cbl_generate_params_init)) return s;
+        if (cbl_status s = read_params(cbl_fn, params, &p, cbl_generate_params_init)) return s;
         cacheblend::generation_params gp;
-        cacheblend::capi::apply_generation(__func__, cacheblend::capi::generation_of(p), &gp);
-        if (p.top_logprobs < 0) return invalid(__func__, "top_logprobs must be >= 0");
+        cacheblend::capi::apply_generation(cbl_fn, cacheblend::capi::generation_of(p), &gp);
+        if (p.top_logprobs < 0) return invalid(cbl_fn, "top_logprobs must be >= 0");
         gp.top_logprobs = p.top_logprobs;
         gp.ignore_eog = p.ignore_eog;
         const cacheblend::generation_result g =
@@ -223,20 +230,20 @@ size_t cbl_answer_n_citations(const cbl_answer* answer) {
 
 cbl_status cbl_answer_citation(const cbl_answer* answer, size_t i, cbl_hit* out_hit) {
     return CBL_API_GUARD({
-        if (!answer || !out_hit) return invalid(__func__, "answer and out_hit are required");
+        if (!answer || !out_hit) return invalid(cbl_fn, "answer and out_hit are required");
         if (i >= answer->citations.size()) {
             return cacheblend::capi::set_error(
                 CBL_RANGE, cacheblend::fmt("cbl_answer_citation: index %zu of %zu citations", i,
                                            answer->citations.size()));
         }
-        return write_out(__func__, cacheblend::capi::to_hit(answer->citations[i]), out_hit);
+        return write_out(cbl_fn, cacheblend::capi::to_hit(answer->citations[i]), out_hit);
     });
 }
 
 cbl_status cbl_answer_stats(const cbl_answer* answer, cbl_stats* out_stats) {
     return CBL_API_GUARD({
-        if (!answer || !out_stats) return invalid(__func__, "answer and out_stats are required");
-        return write_out(__func__, answer->stats, out_stats);
+        if (!answer || !out_stats) return invalid(cbl_fn, "answer and out_stats are required");
+        return write_out(cbl_fn, answer->stats, out_stats);
     });
 }
 
@@ -253,7 +260,7 @@ cbl_status cbl_answer_top_logprob(const cbl_answer* answer, size_t i, int32_t* o
                                   float* out_logprob) {
     return CBL_API_GUARD({
         if (!answer || !out_token || !out_logprob) {
-            return invalid(__func__, "answer, out_token and out_logprob are required");
+            return invalid(cbl_fn, "answer, out_token and out_logprob are required");
         }
         if (i >= answer->top_logprobs.size()) {
             return cacheblend::capi::set_error(

@@ -1,7 +1,6 @@
 // `cacheblend generate`: tokenizes a prompt (plain or chat-templated, DESIGN §8), generates and
 // either streams the answer or prints one JSON object. Written against the public C ABI only:
 // cbl_session_prefill_text + cbl_session_generate.
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -12,34 +11,10 @@
 #include "commands.h"
 #include "json-writer.h"
 #include "sampling-flags.h"
+#include "sigint.h"
 
 namespace cacheblend::cli {
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-
-extern "C" void on_sigint(int) { g_interrupted = 1; }
-
-// First Ctrl-C stops generation cleanly (stats still print); a second one kills the process
-// because SA_RESETHAND restores the default action.
-class sigint_guard {
-public:
-    sigint_guard() {
-        g_interrupted = 0;
-        struct sigaction sa {};
-        sa.sa_handler = on_sigint;
-        sa.sa_flags = SA_RESETHAND;
-        sigemptyset(&sa.sa_mask);
-        installed_ = sigaction(SIGINT, &sa, &old_) == 0;
-    }
-    ~sigint_guard() {
-        if (installed_) sigaction(SIGINT, &old_, nullptr);
-    }
-
-private:
-    struct sigaction old_ {};
-    bool installed_ = false;
-};
 
 const command_spec& spec() {
     static const command_spec s = [] {
@@ -79,7 +54,7 @@ bool stream_piece(const char* piece, size_t len, int32_t, void* user) {
         std::fwrite(piece, 1, len, stdout);
         std::fflush(stdout);
     }
-    return g_interrupted == 0;
+    return !sigint_received();
 }
 
 struct run_info {
@@ -107,7 +82,7 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
     w.field("ttft_ms", st.ttft_ms);
     w.field("prompt_tokens", static_cast<int64_t>(info.n_prompt));
     w.field("generated_tokens", st.generated_tokens);
-    w.field("stop_reason", std::string(g_interrupted ? "stopped" : stop_name(st.stop_reason)));
+    w.field("stop_reason", std::string(sigint_received() ? "stopped" : stop_name(st.stop_reason)));
     w.field("seed", info.seed);
     w.field("threads", info.threads);
     w.field("n_ctx", st.n_ctx);

@@ -17,6 +17,11 @@ use std::mem::size_of;
 pub use std::os::raw::{c_char, c_uint, c_void};
 
 // ---- status codes ----
+/// The largest `struct_size` a sized struct may carry; above it a call is `CBL_INVALID_ARG`.
+pub const CBL_MAX_STRUCT_SIZE: usize = 4096;
+/// `cbl_ingest_params.max_file_bytes` when 0: 16 MiB.
+pub const CBL_DEFAULT_MAX_FILE_BYTES: i64 = 16 << 20;
+
 /// Status of every fallible call; `CBL_OK` (0) on success, `(s & 0xff)` is the primary code.
 pub type cbl_status = i32;
 pub const CBL_OK: cbl_status = 0;
@@ -171,6 +176,8 @@ pub struct cbl_ingest_params {
     pub progress: cbl_progress_fn,
     pub progress_user_data: *mut c_void,
     pub follow_symlinks: bool,
+    pub max_file_bytes: i64,
+    pub max_file_seconds: f64,
 }
 
 #[repr(C)]
@@ -432,6 +439,11 @@ extern "C" {
         runtime: *mut cbl_runtime,
         uri: *const c_char,
         out_found: *mut bool,
+    ) -> cbl_status;
+    pub fn cbl_runtime_delete_counted(
+        runtime: *mut cbl_runtime,
+        uri: *const c_char,
+        out_report: *mut cbl_ingest_report,
     ) -> cbl_status;
     pub fn cbl_runtime_stats(
         runtime: *mut cbl_runtime,

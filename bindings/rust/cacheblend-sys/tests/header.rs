@@ -476,7 +476,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                              n_threads, device, no_embedder }
         cbl_progress { struct_size, phase, done, total, current, message }
         cbl_ingest_params { struct_size, collection, metadata_json, format, chunk_tokens,
-                            precompute_kv, progress, progress_user_data, follow_symlinks }
+                            precompute_kv, progress, progress_user_data, follow_symlinks,
+                            max_file_bytes, max_file_seconds }
         cbl_ingest_report { struct_size, files_seen, added, updated, unchanged, removed, skipped,
                             chunks_added, chunks_removed, embedded, kv_computed, kv_deleted }
         cbl_corpus_stats { struct_size, documents, chunks, kv_entries, kv_bytes }
@@ -522,6 +523,7 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CBL_KV_DEFAULT, CBL_KV_F16, CBL_KV_Q8, CBL_KV_EXACT,
         CBL_DOC_DEFAULT, CBL_DOC_TEXT, CBL_DOC_MARKDOWN, CBL_DOC_HTML,
         CBL_STOP_NONE, CBL_STOP_EOG, CBL_STOP_LENGTH, CBL_STOP_CONTEXT, CBL_STOP_CALLBACK,
+        CBL_MAX_STRUCT_SIZE, CBL_DEFAULT_MAX_FILE_BYTES,
     }
 }
 
