@@ -104,7 +104,9 @@ fi
 
 if ((sanitize)); then
   phase "build (thread sanitizer, build-tsan/: threading tests only)"
-  tsan_tests=(test_capi_threads test_thread_pool)
+  # test_capi_misuse: sessions freed from another thread mid-ask; test_concurrent_ingest: the
+  # writer lock and index reloads (a search thread and a writer in one process).
+  tsan_tests=(test_capi_threads test_thread_pool test_capi_misuse test_concurrent_ingest)
   BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
     -DCBL_SANITIZE=thread -DCBL_BUILD_BENCH=OFF -DCBL_BUILD_SAMPLES=OFF -- "${tsan_tests[@]}"
   phase "ctest (thread sanitizer)"
