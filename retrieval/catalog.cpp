@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -168,6 +170,14 @@ std::unique_ptr<catalog> catalog::open(const std::string& path) {
     }
     sqlite3_busy_timeout(c->db_, 10000);
     sqlite3_extended_result_codes(c->db_, 1);
+    // Two processes creating one catalog both switch it to WAL; SQLite answers the loser
+    // SQLITE_BUSY at once (no busy handler for a journal mode change), so it retries here.
+    for (int attempt = 0;; ++attempt) {
+        const int jrc = sqlite3_exec(c->db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+        if ((jrc & 0xff) != SQLITE_BUSY && (jrc & 0xff) != SQLITE_LOCKED) break;
+        if (attempt >= 200) break;  // ~10 s, as the busy timeout: exec below reports it
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     c->exec("PRAGMA journal_mode=WAL");
     c->exec("PRAGMA synchronous=NORMAL");
     c->exec("PRAGMA foreign_keys=ON");
