@@ -10,16 +10,13 @@
 
 #include "core/error.h"
 #include "retrieval/catalog.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/cbl-cat-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    return d ? d : "/tmp";
-}
+std::string temp_dir() { return cbltest::make_temp_dir("cbl-cat"); }
 
 new_chunk chunk(const std::string& text, const std::vector<float>& emb = {}) {
     new_chunk c;

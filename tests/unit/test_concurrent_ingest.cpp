@@ -22,16 +22,13 @@
 #include "retrieval/ingest.h"
 #include "retrieval/writer-lock.h"
 #include "util/hash-embedder.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/cbl-conc-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    return d ? d : "/tmp";
-}
+std::string temp_dir() { return cbltest::make_temp_dir("cbl-conc"); }
 
 bool exists(const std::string& p) {
     struct stat st {};

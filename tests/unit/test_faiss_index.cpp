@@ -14,16 +14,13 @@
 #include "core/error.h"
 #include "retrieval/faiss-index.h"
 #include "util/fifo-guard.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/cbl-vidx-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    return d ? d : "/tmp";
-}
+std::string temp_dir() { return cbltest::make_temp_dir("cbl-vidx"); }
 
 std::vector<float> random_vectors(size_t n, int32_t dim, uint32_t seed) {
     std::mt19937 rng(seed);

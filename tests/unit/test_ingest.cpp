@@ -23,16 +23,13 @@
 #include "retrieval/ingest.h"
 #include "util/fifo-guard.h"
 #include "util/hash-embedder.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/cbl-ing-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    return d ? d : "/tmp";
-}
+std::string temp_dir() { return cbltest::make_temp_dir("cbl-ing"); }
 
 void write(const std::string& path, const std::string& data) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
@@ -425,17 +422,6 @@ TEST(Ingest, CrashMidwayThenRerunFinishes) {
 
 namespace {
 
-std::vector<uint8_t> slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
-                                std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& path, const std::vector<uint8_t>& b) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
-
 std::string kv_path(const fixture& f, const std::string& hex) {
     return f.data + "/kv/" + hex.substr(0, 2) + "/" + hex + ".kv";
 }
@@ -491,15 +477,15 @@ TEST(IngestCheck, FindsTruncatedFlippedAndSwappedKvFilesAndRepairFixesThem) {
     expect_consistent(*c);
     const std::vector<std::string> keys = kv_keys(*c);
     ASSERT_GE(keys.size(), 4u);
-    std::vector<uint8_t> b0 = slurp(kv_path(f, keys[0]));
+    std::vector<uint8_t> b0 = cbltest::read_bytes(kv_path(f, keys[0]));
     b0.resize(b0.size() - 10);  // the last layer's tail
-    spit(kv_path(f, keys[0]), b0);
-    std::vector<uint8_t> b1 = slurp(kv_path(f, keys[1]));
+    cbltest::write_bytes(kv_path(f, keys[0]), b0);
+    std::vector<uint8_t> b1 = cbltest::read_bytes(kv_path(f, keys[1]));
     b1[b1.size() - 4000] ^= 0x20;  // a payload bit (header verification cannot see it)
-    spit(kv_path(f, keys[1]), b1);
-    const auto b2 = slurp(kv_path(f, keys[2])), b3 = slurp(kv_path(f, keys[3]));
-    spit(kv_path(f, keys[2]), b3);
-    spit(kv_path(f, keys[3]), b2);
+    cbltest::write_bytes(kv_path(f, keys[1]), b1);
+    const auto b2 = cbltest::read_bytes(kv_path(f, keys[2])), b3 = cbltest::read_bytes(kv_path(f, keys[3]));
+    cbltest::write_bytes(kv_path(f, keys[2]), b3);
+    cbltest::write_bytes(kv_path(f, keys[3]), b2);
 
     const consistency_report r = c->check();
     for (int i = 0; i < 4; ++i) EXPECT_TRUE(mentions(r.problems, keys[i])) << joined(r.problems);
@@ -565,10 +551,10 @@ TEST(IngestCheck, OverwrittenCatalogPageIsReportedAndNotRepaired) {
     const long page = static_cast<long>(sqlite3_column_int64(st, 0));
     sqlite3_finalize(st);
     sqlite3_close(h);
-    std::vector<uint8_t> b = slurp(db);
+    std::vector<uint8_t> b = cbltest::read_bytes(db);
     ASSERT_GE(b.size(), static_cast<size_t>(page) * 4096);
     for (size_t i = 0; i < 4096; ++i) b[static_cast<size_t>(page - 1) * 4096 + i] = uint8_t(i * 7);
-    spit(db, b);
+    cbltest::write_bytes(db, b);
 
     auto c = f.open();
     const consistency_report r = c->check();

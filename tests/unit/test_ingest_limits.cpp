@@ -18,16 +18,13 @@
 #include "retrieval/chunker.h"
 #include "retrieval/ingest.h"
 #include "util/hash-embedder.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/cbl-inglim-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    return d ? d : "/tmp";
-}
+std::string temp_dir() { return cbltest::make_temp_dir("cbl-inglim"); }
 
 void write(const std::string& path, const std::string& data) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << data;

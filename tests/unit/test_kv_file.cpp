@@ -20,6 +20,7 @@
 #include "core/kv-file.h"
 #include "kernels/cpu/fp16.h"
 #include "util/fifo-guard.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 namespace fs = std::filesystem;
@@ -116,26 +117,15 @@ protected:
     std::shared_ptr<file_io> io_ = posix_file_io();
 };
 
-std::vector<uint8_t> slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
-                                std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& path, const std::vector<uint8_t>& b) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
-
 // Re-encodes the header of a valid file after `edit`, with a correct checksum, so only the
 // semantic checks can catch it.
 void rewrite_header(const std::string& path, const std::function<void(kv_file::header&)>& edit) {
-    std::vector<uint8_t> b = slurp(path);
+    std::vector<uint8_t> b = cbltest::read_bytes(path);
     kv_file::header h = kv_file::decode_header(b.data(), b.size(), b.size());
     edit(h);
     const std::vector<uint8_t> enc = kv_file::encode_header(h);
     std::copy(enc.begin(), enc.end(), b.begin());
-    spit(path, b);
+    cbltest::write_bytes(path, b);
 }
 
 // Reads every layer; returns false if any read throws corrupt.
@@ -374,7 +364,7 @@ TEST(KvFileQ8, EdgeValues) {
 TEST_F(KvFile, EveryFlippedByteIsCaught) {
     const chunk_kv_meta m = small_meta();
     const std::string path = write_file(m, 5);
-    const std::vector<uint8_t> good = slurp(path);
+    const std::vector<uint8_t> good = cbltest::read_bytes(path);
     const kv_file::layout lay = kv_file::compute_layout(m);
     const int fd = ::open(path.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
@@ -404,7 +394,7 @@ TEST_F(KvFile, EveryFlippedByteIsCaught) {
 TEST_F(KvFile, TruncatedOrExtendedFilesAreCorrupt) {
     const chunk_kv_meta m = small_meta(kv_format::q8);
     const std::string path = write_file(m, 6);
-    const std::vector<uint8_t> good = slurp(path);
+    const std::vector<uint8_t> good = cbltest::read_bytes(path);
     std::vector<size_t> cuts = {0, 1, 7, 8, 12, 16, 87, 88, 100, 4095, 4096, 4097};
     for (size_t c = 4096; c < good.size(); c += 1531) cuts.push_back(c);
     for (size_t l = 1; l <= 4; ++l) {
@@ -414,12 +404,12 @@ TEST_F(KvFile, TruncatedOrExtendedFilesAreCorrupt) {
     }
     for (size_t c : cuts) {
         ASSERT_LT(c, good.size());
-        spit(path, std::vector<uint8_t>(good.begin(), good.begin() + long(c)));
+        cbltest::write_bytes(path, std::vector<uint8_t>(good.begin(), good.begin() + long(c)));
         EXPECT_EQ(open(path, m, 6).status, kv_open_status::corrupt) << "cut at " << c;
     }
     std::vector<uint8_t> longer = good;
     longer.push_back(0);
-    spit(path, longer);
+    cbltest::write_bytes(path, longer);
     EXPECT_EQ(open(path, m, 6).status, kv_open_status::corrupt);
 }
 
@@ -445,7 +435,7 @@ TEST_F(KvFile, TruncatedAfterOpenIsCorruptAtRead) {
 TEST_F(KvFile, ForeignFutureAndMisplacedFiles) {
     const chunk_kv_meta m = small_meta();
     const std::string path = write_file(m, 8);
-    const std::vector<uint8_t> good = slurp(path);
+    const std::vector<uint8_t> good = cbltest::read_bytes(path);
     EXPECT_EQ(open(path, m, 8).status, kv_open_status::ok);
 
     // expectation differs in any field -> foreign
@@ -464,16 +454,16 @@ TEST_F(KvFile, ForeignFutureAndMisplacedFiles) {
     // The file itself says another model (valid checksum): foreign.
     rewrite_header(path, [](kv_file::header& h) { h.meta.model_fingerprint = 99; });
     EXPECT_EQ(open(path, m, 8).status, kv_open_status::foreign);
-    spit(path, good);
+    cbltest::write_bytes(path, good);
     // Another key inside (a file swapped or copied under the wrong name): corrupt.
     rewrite_header(path, [](kv_file::header& h) { h.key.bytes[31] ^= 1; });
     EXPECT_EQ(open(path, m, 8).status, kv_open_status::corrupt);
-    spit(path, good);
+    cbltest::write_bytes(path, good);
     // Version from the future: the reader cannot check anything else.
     {
         std::vector<uint8_t> b = good;
         b[8] = kv_file::version + 1;
-        spit(path, b);
+        cbltest::write_bytes(path, b);
         EXPECT_EQ(open(path, m, 8).status, kv_open_status::future_version);
         try {
             kv_file::decode_header(b.data(), b.size(), b.size());
@@ -482,14 +472,14 @@ TEST_F(KvFile, ForeignFutureAndMisplacedFiles) {
             EXPECT_EQ(e.code(), status::format);
         }
         b[8] = 0;
-        spit(path, b);
+        cbltest::write_bytes(path, b);
         EXPECT_EQ(open(path, m, 8).status, kv_open_status::corrupt);
     }
     // Table entries that disagree with the shape (checksum valid) are refused.
-    spit(path, good);
+    cbltest::write_bytes(path, good);
     rewrite_header(path, [](kv_file::header& h) { h.layers[2].offset += 4096; });
     EXPECT_EQ(open(path, m, 8).status, kv_open_status::corrupt);
-    spit(path, good);
+    cbltest::write_bytes(path, good);
     rewrite_header(path, [](kv_file::header& h) { h.layers[0].size -= 2; });
     EXPECT_EQ(open(path, m, 8).status, kv_open_status::corrupt);
     // Missing file.
@@ -592,9 +582,9 @@ TEST_F(KvFile, HeaderLongerThanOneBlock) {
         EXPECT_EQ(r.reader->tokens(), tokens_for(12, m.n_tokens));
         EXPECT_TRUE(all_layers_ok(*r.reader));
     }
-    std::vector<uint8_t> b = slurp(path);
+    std::vector<uint8_t> b = cbltest::read_bytes(path);
     b[6000] ^= 4;  // a token id in the second block
-    spit(path, b);
+    cbltest::write_bytes(path, b);
     EXPECT_EQ(open(path, m, 12).status, kv_open_status::corrupt);
 }
 
@@ -604,7 +594,7 @@ TEST_F(KvFile, HeaderLongerThanOneBlock) {
 TEST_F(KvFile, FormatVersion2IsPinned) {
     for (kv_format f : {kv_format::f16, kv_format::q8}) {
         const chunk_kv_meta m = small_meta(f);
-        const std::vector<uint8_t> b = slurp(write_file(m, 77));
+        const std::vector<uint8_t> b = cbltest::read_bytes(write_file(m, 77));
         const uint64_t want = f == kv_format::f16 ? 0x39a349a4b36bc7b8ull : 0xf0e6b3db28c07912ull;
         EXPECT_EQ(xxh64(b.data(), b.size()), want) << kv_format_name(f) << std::hex << " 0x"
                                                    << xxh64(b.data(), b.size());
@@ -618,7 +608,7 @@ TEST_F(KvFile, AnotherChunksLayersUnderAValidHeaderAreRefused) {
     const chunk_kv_meta m = small_meta();
     const std::string a = write_file(m, 30, "a.kv");
     const std::string b = write_file(m, 31, "b.kv");
-    const std::vector<uint8_t> ba = slurp(a), bb = slurp(b);
+    const std::vector<uint8_t> ba = cbltest::read_bytes(a), bb = cbltest::read_bytes(b);
     kv_file::header ha = kv_file::decode_header(ba.data(), ba.size(), ba.size());
     const kv_file::header hb = kv_file::decode_header(bb.data(), bb.size(), bb.size());
     ASSERT_NE(ha.key, hb.key);
@@ -626,7 +616,7 @@ TEST_F(KvFile, AnotherChunksLayersUnderAValidHeaderAreRefused) {
     std::vector<uint8_t> spliced = bb;  // B's layers...
     const std::vector<uint8_t> enc = kv_file::encode_header(ha);  // ...under A's header
     std::copy(enc.begin(), enc.end(), spliced.begin());
-    spit(a, spliced);
+    cbltest::write_bytes(a, spliced);
 
     kv_open_result r = open(a, m, 30);
     ASSERT_EQ(r.status, kv_open_status::ok) << r.detail;  // the header alone is A's and valid
@@ -648,7 +638,7 @@ TEST_F(KvFile, Version1FilesAreForeign) {
     const chunk_kv_meta m = small_meta();
     const std::string path = write_file(m, 9);
     rewrite_header(path, [](kv_file::header& h) { h.version = 1; });
-    const std::vector<uint8_t> b = slurp(path);
+    const std::vector<uint8_t> b = cbltest::read_bytes(path);
     try {
         kv_file::decode_header(b.data(), b.size(), b.size());
         ADD_FAILURE() << "a version 1 header was accepted";

@@ -31,6 +31,7 @@
 #include "kernels/cpu/fp16.h"
 #include "util/faulty-io.h"
 #include "util/fifo-guard.h"
+#include "util/test-util.h"
 
 using namespace cacheblend;
 namespace fs = std::filesystem;
@@ -132,17 +133,6 @@ void put_entry(kv_store& s, const chunk_kv_meta& m, uint64_t seed) {
                 }
     }
     return ::testing::AssertionSuccess();
-}
-
-std::vector<uint8_t> slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
-                                std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& path, const std::vector<uint8_t>& b) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
@@ -287,13 +277,13 @@ TEST_F(KvStore, EveryHeaderByteFlipIsAMissAndRemoved) {
     put_entry(*s, m, 21);
     const chunk_key key = key_for(m, 21);
     const std::string path = entry_path(dir_, key);
-    const std::vector<uint8_t> good = slurp(path);
+    const std::vector<uint8_t> good = cbltest::read_bytes(path);
     const kv_file::layout lay = kv_file::compute_layout(m);
     uint64_t n = 0;
     for (size_t off = 0; off < lay.data_offset; off += (off < lay.header_size ? 1 : 97)) {
         std::vector<uint8_t> b = good;
         b[off] ^= uint8_t(1u << (off % 8));
-        spit(path, b);
+        cbltest::write_bytes(path, b);
         ASSERT_FALSE(s->lookup(key, m)) << "flip at " << off;
         ASSERT_FALSE(exists(path)) << "flip at " << off;
         ++n;
@@ -301,7 +291,7 @@ TEST_F(KvStore, EveryHeaderByteFlipIsAMissAndRemoved) {
     const kv_store_stats st = s->stats();
     EXPECT_EQ(st.corrupt_removed + st.foreign_removed, n);
     EXPECT_EQ(st.entries, 0u);
-    spit(path, good);  // the intact file comes back: adopted and used
+    cbltest::write_bytes(path, good);  // the intact file comes back: adopted and used
     auto r = s->lookup(key, m);
     ASSERT_TRUE(r);
     EXPECT_TRUE(holds(*r, 21));
@@ -316,9 +306,9 @@ TEST_F(KvStore, CorruptLayerThrowsAndRemoves) {
         put_entry(*s, m, 30);
         const chunk_key key = key_for(m, 30);
         const std::string path = entry_path(dir_, key);
-        std::vector<uint8_t> b = slurp(path);
+        std::vector<uint8_t> b = cbltest::read_bytes(path);
         b[lay.data_offset + bad * lay.layer_stride + 37 * bad + 5] ^= 0x10;
-        spit(path, b);
+        cbltest::write_bytes(path, b);
         auto r = s->lookup(key, m);
         ASSERT_TRUE(r);  // the header is fine: damage shows when the layer is read
         std::vector<float> k(size_t(m.n_tokens * m.kv_dim()));
@@ -346,12 +336,12 @@ TEST_F(KvStore, TruncationAtManyOffsetsIsAMiss) {
     put_entry(*s, m, 40);
     const chunk_key key = key_for(m, 40);
     const std::string path = entry_path(dir_, key);
-    const std::vector<uint8_t> good = slurp(path);
+    const std::vector<uint8_t> good = cbltest::read_bytes(path);
     std::mt19937 rng(1);
     std::vector<size_t> cuts = {0, 1, 8, 88, 200, 4095, 4096, 4097, good.size() - 1};
     for (int i = 0; i < 40; ++i) cuts.push_back(rng() % good.size());
     for (size_t c : cuts) {
-        spit(path, std::vector<uint8_t>(good.begin(), good.begin() + long(c)));
+        cbltest::write_bytes(path, std::vector<uint8_t>(good.begin(), good.begin() + long(c)));
         ASSERT_FALSE(s->lookup(key, m)) << c;
         ASSERT_FALSE(exists(path)) << c;
     }
@@ -364,9 +354,9 @@ TEST_F(KvStore, SwappedFilesAreMisses) {
     put_entry(*s, m, 1);
     put_entry(*s, m, 2);
     const std::string a = entry_path(dir_, key_for(m, 1)), b = entry_path(dir_, key_for(m, 2));
-    const auto da = slurp(a), db = slurp(b);
-    spit(a, db);
-    spit(b, da);
+    const auto da = cbltest::read_bytes(a), db = cbltest::read_bytes(b);
+    cbltest::write_bytes(a, db);
+    cbltest::write_bytes(b, da);
     EXPECT_FALSE(s->lookup(key_for(m, 1), m));
     EXPECT_FALSE(s->lookup(key_for(m, 2), m));
     EXPECT_FALSE(exists(a));
@@ -498,14 +488,14 @@ TEST_F(KvStore, AnotherChunksLayersUnderAValidHeaderAreAMiss) {
     put_entry(*s, m, 45);
     put_entry(*s, m, 46);
     const std::string a = entry_path(dir_, key_for(m, 45)), b = entry_path(dir_, key_for(m, 46));
-    const std::vector<uint8_t> ba = slurp(a);
-    std::vector<uint8_t> bb = slurp(b);
+    const std::vector<uint8_t> ba = cbltest::read_bytes(a);
+    std::vector<uint8_t> bb = cbltest::read_bytes(b);
     kv_file::header ha = kv_file::decode_header(ba.data(), ba.size(), ba.size());
     const kv_file::header hb = kv_file::decode_header(bb.data(), bb.size(), bb.size());
     ha.layers = hb.layers;
     const std::vector<uint8_t> enc = kv_file::encode_header(ha);
     std::copy(enc.begin(), enc.end(), bb.begin());
-    spit(a, bb);
+    cbltest::write_bytes(a, bb);
     auto r = s->lookup(key_for(m, 45), m);
     ASSERT_TRUE(r);  // the header is A's and valid; the layers are checked as they stream
     const int64_t D = m.kv_dim();
@@ -530,9 +520,9 @@ TEST_F(KvStore, ForeignModelShapeOrFutureVersionIsAMiss) {
     const std::string path = entry_path(dir_, key);
     auto rewrite = [&](const std::function<void(std::vector<uint8_t>&)>& edit) {
         put_entry(*s, m, 50);
-        std::vector<uint8_t> b = slurp(path);
+        std::vector<uint8_t> b = cbltest::read_bytes(path);
         edit(b);
-        spit(path, b);
+        cbltest::write_bytes(path, b);
     };
     // another model's fingerprint inside a well-formed file
     rewrite([](std::vector<uint8_t>& b) {
@@ -598,7 +588,7 @@ TEST_F(KvStore, TempFilesOfDeadWritersAreCleanedAtOpen) {
     const std::string sd = dir_ + "/ab";
     fs::create_directories(sd);
     auto touch = [](const std::string& p, int age_s) {
-        spit(p, std::vector<uint8_t>(100, 1));
+        cbltest::write_bytes(p, std::vector<uint8_t>(100, 1));
         if (age_s) {
             struct timeval tv[2];
             ::gettimeofday(&tv[0], nullptr);
@@ -795,7 +785,7 @@ TEST_F(KvStore, DamagedIndexIsRebuiltFromFiles) {
     }
     fs::remove(dir_ + "/index.sqlite-wal");
     fs::remove(dir_ + "/index.sqlite-shm");
-    spit(dir_ + "/index.sqlite", std::vector<uint8_t>(8192, 0x5a));
+    cbltest::write_bytes(dir_ + "/index.sqlite", std::vector<uint8_t>(8192, 0x5a));
     auto s = open();
     EXPECT_EQ(s->stats().entries, 2u);
     auto r = s->lookup(key_for(m, 2), m);
@@ -1061,19 +1051,19 @@ TEST_F(KvStore, VerifyReadsEveryLayerAndChangesNothing) {
 
     // Truncated inside the last layer: the header still verifies.
     const std::string p2 = entry_path(dir_, key_for(m, 2));
-    std::vector<uint8_t> b2 = slurp(p2);
+    std::vector<uint8_t> b2 = cbltest::read_bytes(p2);
     b2.resize(b2.size() - 100);
-    spit(p2, b2);
+    cbltest::write_bytes(p2, b2);
     // One payload bit of layer 2.
     const std::string p3 = entry_path(dir_, key_for(m, 3));
-    std::vector<uint8_t> b3 = slurp(p3);
+    std::vector<uint8_t> b3 = cbltest::read_bytes(p3);
     b3[lay.data_offset + 2 * lay.layer_stride + 11] ^= 0x04;
-    spit(p3, b3);
+    cbltest::write_bytes(p3, b3);
     // Files 4 and 5 swapped.
     const std::string p4 = entry_path(dir_, key_for(m, 4)), p5 = entry_path(dir_, key_for(m, 5));
-    const auto d4 = slurp(p4), d5 = slurp(p5);
-    spit(p4, d5);
-    spit(p5, d4);
+    const auto d4 = cbltest::read_bytes(p4), d5 = cbltest::read_bytes(p5);
+    cbltest::write_bytes(p4, d5);
+    cbltest::write_bytes(p5, d4);
 
     for (uint64_t seed : {2, 3, 4, 5}) {
         const kv_verify_result v = s->verify(key_for(m, seed), nullptr);
@@ -1092,7 +1082,7 @@ TEST_F(KvStore, VerifyReadsEveryLayerAndChangesNothing) {
     EXPECT_EQ(s->verify(key_for(m, 1), nullptr).status, kv_verify_status::missing);
 
     // keys(): the files present, whatever their state, and no temp files.
-    spit(dir_ + "/" + key_for(m, 2).hex().substr(0, 2) + "/tmp-1-2-3", {1, 2, 3});
+    cbltest::write_bytes(dir_ + "/" + key_for(m, 2).hex().substr(0, 2) + "/tmp-1-2-3", {1, 2, 3});
     std::vector<std::string> listed;
     for (const chunk_key& k : s->keys()) listed.push_back(k.hex());
     std::sort(listed.begin(), listed.end());

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "retrieval/embedder.h"
 
@@ -16,6 +18,11 @@ std::string default_model_path();
 bool file_exists(const std::string& path);
 // ../shared next to the checkout (peer test data); empty when absent.
 std::string shared_dir();
+// A new private folder /tmp/<prefix>-XXXXXX (mkdtemp); fails the test where it cannot.
+std::string make_temp_dir(const char* prefix);
+// Whole-file bytes (empty when unreadable) and a whole-file overwrite.
+std::vector<uint8_t> read_bytes(const std::string& path);
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace cbltest
 
