@@ -2,8 +2,11 @@
 // function (not the lambda the guard runs, "operator()"), and a struct_size above
 // CBL_MAX_STRUCT_SIZE is refused before the library reads past the caller's struct.
 #include <gtest/gtest.h>
+#include <dirent.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -33,9 +36,32 @@ TEST(CapiLimits, ErrorMessagesNameTheCFunction) {
     ASSERT_EQ(cbl_runtime_ingest_path(nullptr, "/tmp", nullptr, nullptr), CBL_INVALID_ARG);
     EXPECT_TRUE(starts_with(cbl_last_error(), "cbl_runtime_ingest_path: ")) << cbl_last_error();
 
+    char* report = nullptr;
+    ASSERT_EQ(cbl_runtime_repair(nullptr, nullptr, &report), CBL_INVALID_ARG);
+    EXPECT_TRUE(starts_with(cbl_last_error(), "cbl_runtime_repair: ")) << cbl_last_error();
+
     ASSERT_EQ(cbl_x_model_registry_get(0, nullptr), CBL_INVALID_ARG);
     EXPECT_TRUE(starts_with(cbl_last_error(), "cbl_x_model_registry_get: ")) << cbl_last_error();
     EXPECT_EQ(std::string(cbl_last_error()).find("operator()"), std::string::npos);
+}
+
+// Every exported body runs in a lambda (CBL_API_GUARD), where __func__ is "operator()": the
+// bodies must use cbl_fn. Only guard.h may spell __func__ (it captures the real name).
+TEST(CapiLimits, NoEntryPointNamesItselfWithFunc) {
+    const std::string src = std::string(CBL_TEST_DATA_DIR) + "/../../capi/src";
+    DIR* d = ::opendir(src.c_str());
+    ASSERT_NE(d, nullptr) << src;
+    int files = 0;
+    while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "guard.h" || name[0] == '.') continue;
+        std::ifstream f(src + "/" + name);
+        const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        EXPECT_EQ(text.find("__func__"), std::string::npos) << name << " uses __func__";
+        ++files;
+    }
+    ::closedir(d);
+    EXPECT_GT(files, 5);
 }
 
 TEST(CapiLimits, HugeParamsStructSizeIsInvalidArg) {
