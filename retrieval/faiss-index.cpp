@@ -312,7 +312,9 @@ void vector_index::save(const std::string& path, int64_t vector_version) const {
                   static_cast<unsigned long long>(seq.fetch_add(1)));
         const int err = io->open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600, &fd);
         if (err == 0) break;
-        if (err != EEXIST || attempt >= 100) check_io(err, status::io_write, "vector index: create", tmp);
+        if (err != EEXIST || attempt >= 100) {
+            check_io(err, status::io_write, "vector index: create", tmp);
+        }
     }
     try {
         io_fd f(io.get(), fd);

@@ -412,7 +412,9 @@ void corpus::remove_stale_temp_files() const {
     const std::string prefix = "vectors.faiss.tmp";
     std::vector<std::string> stale;
     while (dirent* e = ::readdir(d)) {
-        if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) stale.emplace_back(e->d_name);
+        if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
+            stale.emplace_back(e->d_name);
+        }
     }
     ::closedir(d);
     for (const std::string& n : stale) ::unlink((dir_ + "/" + n).c_str());

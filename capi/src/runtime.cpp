@@ -111,7 +111,9 @@ cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_
         cbl_runtime_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_runtime_params_init)) return s;
         cacheblend::capi::check_device(cbl_fn, p.device);
-        if (p.n_threads < 0 || p.n_threads > 1024) return invalid(cbl_fn, "n_threads out of [0, 1024]");
+        if (p.n_threads < 0 || p.n_threads > 1024) {
+            return invalid(cbl_fn, "n_threads out of [0, 1024]");
+        }
         cacheblend::rag_runtime_params rp;
         if (p.model_path) rp.model_path = p.model_path;
         if (p.embedder_path) rp.embedder_path = p.embedder_path;
@@ -154,7 +156,9 @@ cbl_status cbl_runtime_ingest_text(cbl_runtime* runtime, const char* uri, const 
                                    size_t len, const cbl_ingest_params* params,
                                    cbl_ingest_report* out_report) {
     return CBL_API_GUARD({
-        if (!runtime || !uri || !*uri) return invalid(cbl_fn, "runtime and a non-empty uri are required");
+        if (!runtime || !uri || !*uri) {
+            return invalid(cbl_fn, "runtime and a non-empty uri are required");
+        }
         const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         if (!text && len > 0) return invalid(cbl_fn, "text is NULL but len > 0");
         cbl_ingest_params p;
@@ -177,7 +181,9 @@ cbl_status cbl_runtime_ingest_text(cbl_runtime* runtime, const char* uri, const 
 cbl_status cbl_runtime_ingest_path(cbl_runtime* runtime, const char* path,
                                    const cbl_ingest_params* params, cbl_ingest_report* out_report) {
     return CBL_API_GUARD({
-        if (!runtime || !path || !*path) return invalid(cbl_fn, "runtime and a non-empty path are required");
+        if (!runtime || !path || !*path) {
+            return invalid(cbl_fn, "runtime and a non-empty path are required");
+        }
         const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         cbl_ingest_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
@@ -237,7 +243,9 @@ cbl_status cbl_runtime_stats(cbl_runtime* runtime, cbl_corpus_stats* out_stats) 
 cbl_status cbl_runtime_check(cbl_runtime* runtime, char** out_problems) {
     if (out_problems) *out_problems = nullptr;
     return CBL_API_GUARD({
-        if (!runtime || !out_problems) return invalid(cbl_fn, "runtime and out_problems are required");
+        if (!runtime || !out_problems) {
+            return invalid(cbl_fn, "runtime and out_problems are required");
+        }
         const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         const cacheblend::consistency_report r = rt->docs().check();
         if (r.problems.empty()) return CBL_OK;

@@ -71,7 +71,9 @@ cbl_status cbl_session_create(cbl_runtime* runtime, const cbl_session_params* pa
                               cbl_session** out_session) {
     if (out_session) *out_session = nullptr;
     return CBL_API_GUARD({
-        if (!runtime || !out_session) return invalid(cbl_fn, "runtime and out_session are required");
+        if (!runtime || !out_session) {
+            return invalid(cbl_fn, "runtime and out_session are required");
+        }
         const auto& rt = runtime->rt;
         return make_session(cbl_fn, rt->llm(), rt->kv(), rt->n_threads(), rt, params, out_session);
     });
@@ -162,7 +164,8 @@ cbl_status cbl_session_prefill_chunks(cbl_session* session, const char* const* c
         session->notice = st.fallback_reason;
         session->last = st;
         if (!out_stats) return CBL_OK;
-        return write_out(cbl_fn, cacheblend::capi::to_stats(st, nullptr, session->notice), out_stats);
+        return write_out(cbl_fn, cacheblend::capi::to_stats(st, nullptr, session->notice),
+                         out_stats);
     });
 }
 
@@ -184,7 +187,9 @@ cbl_status cbl_session_prefill_text(cbl_session* session, const char* text, size
 cbl_status cbl_session_prefill_tokens(cbl_session* session, const int32_t* tokens, size_t n,
                                       cbl_stats* out_stats) {
     return CBL_API_GUARD({
-        if (!session || (!tokens && n > 0)) return invalid(cbl_fn, "session and tokens are required");
+        if (!session || (!tokens && n > 0)) {
+            return invalid(cbl_fn, "session and tokens are required");
+        }
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
         const double ms = session->s->prefill_tokens(std::vector<cacheblend::token_id>(tokens, tokens + n));

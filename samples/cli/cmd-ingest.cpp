@@ -195,7 +195,9 @@ int run_ingest(const std::vector<std::string>& args) {
                                           std::pair{"not repaired: ", &not_repaired},
                                           std::pair{"note: ", &notes}}) {
                     const std::string pre = prefix;
-                    if (line.compare(0, pre.size(), pre) == 0) to->push_back(line.substr(pre.size()));
+                    if (line.compare(0, pre.size(), pre) == 0) {
+                        to->push_back(line.substr(pre.size()));
+                    }
                 }
             }
         }
@@ -275,7 +277,9 @@ int run_ingest(const std::vector<std::string>& args) {
                                          : repaired.empty()   ? "nothing to repair"
                                                               : "done");
             for (const std::string& s : repaired) std::printf("  repaired: %s\n", s.c_str());
-            for (const std::string& s : not_repaired) std::printf("  not repaired: %s\n", s.c_str());
+            for (const std::string& s : not_repaired) {
+                std::printf("  not repaired: %s\n", s.c_str());
+            }
             for (const std::string& s : notes) std::printf("  note: %s\n", s.c_str());
         }
         if (a.has("check")) {

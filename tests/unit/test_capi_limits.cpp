@@ -56,7 +56,8 @@ TEST(CapiLimits, NoEntryPointNamesItselfWithFunc) {
         const std::string name = e->d_name;
         if (name == "guard.h" || name[0] == '.') continue;
         std::ifstream f(src + "/" + name);
-        const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const std::string text((std::istreambuf_iterator<char>(f)),
+                               std::istreambuf_iterator<char>());
         EXPECT_EQ(text.find("__func__"), std::string::npos) << name << " uses __func__";
         ++files;
     }

@@ -483,7 +483,8 @@ TEST(IngestCheck, FindsTruncatedFlippedAndSwappedKvFilesAndRepairFixesThem) {
     std::vector<uint8_t> b1 = cbltest::read_bytes(kv_path(f, keys[1]));
     b1[b1.size() - 4000] ^= 0x20;  // a payload bit (header verification cannot see it)
     cbltest::write_bytes(kv_path(f, keys[1]), b1);
-    const auto b2 = cbltest::read_bytes(kv_path(f, keys[2])), b3 = cbltest::read_bytes(kv_path(f, keys[3]));
+    const auto b2 = cbltest::read_bytes(kv_path(f, keys[2]));
+    const auto b3 = cbltest::read_bytes(kv_path(f, keys[3]));
     cbltest::write_bytes(kv_path(f, keys[2]), b3);
     cbltest::write_bytes(kv_path(f, keys[3]), b2);
 
