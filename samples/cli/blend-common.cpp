@@ -30,6 +30,12 @@ flag_spec store_flag() {
     return {"store", "DIR", "chunk KV store (default: ${XDG_CACHE_HOME:-~/.cache}/cacheblend/kv)"};
 }
 
+flag_spec store_data_flag() {
+    return {"data", "DIR",
+            "use the KV store of this data directory (DIR/kv, as ingest and ask do) instead of "
+            "--store: a calibration recorded there is the one `ask --data DIR` uses"};
+}
+
 flag_spec kv_budget_flag() {
     return {"kv-budget", "SIZE",
             "bytes the store may hold, e.g. 500M or 16G (default 8G); least recently used chunks "
@@ -157,15 +163,27 @@ blend_tuning parse_blend_tuning(const parsed_args& a) {
     }
     if (auto f = a.get("kv-format")) {
         if (!parse_kv_format(*f, &t.kv_format)) {
-            throw usage_error("--kv-format: expected f16 or q8, got '" + *f + "'");
+            throw usage_error("--kv-format: expected f16, q8 or exact, got '" + *f + "'");
         }
     }
     return t;
 }
 
 kvstore_ptr open_store(const parsed_args& a, std::string* dir) {
-    *dir = a.has("store") ? *a.get("store") : default_kv_store_dir();
-    if (dir->empty()) throw usage_error("--store: empty path");
+    if (a.has("store") && a.has("data")) {
+        throw usage_error("--store and --data both name a KV store: give one");
+    }
+    if (const auto data = a.get("data")) {
+        if (data->empty()) throw usage_error("--data: empty path");
+        // As the runtime does for `ingest` and `ask`: the data dir (0700) and its kv/ store.
+        if (::mkdir(data->c_str(), 0700) != 0 && errno != EEXIST) {
+            throw capi_error(CBL_IO, "cannot create " + *data + ": " + std::strerror(errno));
+        }
+        *dir = *data + "/kv";
+    } else {
+        *dir = a.has("store") ? *a.get("store") : default_kv_store_dir();
+        if (dir->empty()) throw usage_error("--store: empty path");
+    }
     cbl_kvstore_params kp;
     cbl_kvstore_params_init(&kp);
     kp.direct_io = a.has("direct-io");

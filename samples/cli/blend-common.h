@@ -16,6 +16,9 @@ namespace cacheblend::cli {
 std::string default_kv_store_dir();
 
 flag_spec store_flag();
+// --data DIR: use the data directory's own store, DIR/kv, where `ingest` and `ask` keep chunk KV,
+// so a calibration recorded there is the one `ask --data DIR --ratio calibrated` finds.
+flag_spec store_data_flag();
 // --kv-budget SIZE: the store's byte budget (a number with an optional K, M, G or T suffix).
 flag_spec kv_budget_flag();
 // --direct-io: read stored KV with O_DIRECT (bypasses the page cache: cold-read timings).

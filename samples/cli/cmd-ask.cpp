@@ -36,7 +36,7 @@ const command_spec& spec() {
                 {"ratio", "R|auto|calibrated",
                  "share of reused tokens recomputed by blend (default 0.15; calibrated: what "
                  "`cacheblend calibrate` recorded)"},
-                {"kv-format", "F", "chunk KV format in the store: f16 (default) or q8"},
+                {"kv-format", "F", "chunk KV format in the store: f16 (default), q8 or exact"},
                 {"search", "S", "hybrid (default), dense or bm25"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
                 {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
@@ -183,7 +183,7 @@ int run_ask(const std::vector<std::string>& args) {
         sp.recompute_ratio = static_cast<float>(r);
     }
     if (a.has("kv-format") && !parse_kv_format(*a.get("kv-format"), &sp.kv_format)) {
-        throw usage_error("--kv-format: expected f16 or q8");
+        throw usage_error("--kv-format: expected f16, q8 or exact");
     }
     sp.n_ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));
     const auto threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));

@@ -44,6 +44,7 @@ const command_spec& spec() {
                  "share of reused tokens recomputed by blend (default 0.15; calibrated: what "
                  "`cacheblend calibrate` recorded)"},
                 store_flag(),
+                store_data_flag(),
                 kv_budget_flag(),
                 direct_io_flag(),
                 {"warm", "", "precompute missing chunks before the timed request"},

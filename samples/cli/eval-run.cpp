@@ -155,6 +155,7 @@ std::vector<flag_spec> eval_flags() {
         model_flag(),
         {"dataset", "FILE", "JSON list of {ctxs, question, answers} (required)"},
         store_flag(),
+        store_data_flag(),
         kv_budget_flag(),
         {"threads", "N", "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
         {"max-tokens", "N", "maximum tokens per answer (default 32)"},

@@ -153,3 +153,42 @@ TEST_F(CliAsk, EmptyDataDirIsACleanError) {
 }
 
 }  // namespace
+
+// A calibration made with `calibrate --data DIR` lands in DIR/kv, the store `ask --data DIR`
+// reads, so `ask --ratio calibrated` uses it (issue 12: with default flags calibrate wrote to
+// the XDG cache store, which ask never looks at). --store and --data together are a usage error.
+TEST_F(CliAsk, CalibrateIntoTheDataDirIsWhatAskUses) {
+    const std::string data = dir_ + "/data";
+    const run_result ing = run({"ingest", "--data", data, dir_ + "/docs"});
+    ASSERT_EQ(ing.exit_code, 0) << ing.err;
+    const std::string dataset = dir_ + "/tiny.json";
+    write_file(dataset,
+               "[{\"ctxs\": [{\"title\": \"\", \"text\": \"mount kilimanjaro is a dormant "
+               "volcano in tanzania.\"}, {\"title\": \"\", \"text\": \"the amazon river flows "
+               "through brazil.\"}], \"question\": \"In which country is Kilimanjaro?\", "
+               "\"answers\": [\"Tanzania\"]}]\n");
+    const std::vector<std::string> ask = {"ask",          "--data", data, "--ratio", "calibrated",
+                                          "--max-tokens", "2",      "--json",
+                                          "Where is Kilimanjaro?"};
+    // Nothing calibrated yet: the default ratio.
+    run_result r = run(ask);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_DOUBLE_EQ(json::parse(r.out)["stats"]["ratio"].num, 0.15) << r.out;
+
+    r = run({"calibrate", "--data", data, "--dataset", dataset, "--max-tokens", "2", "--metric",
+             "kl", "--target", "1e6", "--ratios", "0.5,0.25", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json c = json::parse(r.out);
+    EXPECT_DOUBLE_EQ(c["ratio"].num, 0.25);
+    EXPECT_EQ(c["store"].str, data + "/kv");
+
+    r = run(ask);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json a = json::parse(r.out);
+    EXPECT_EQ(a["stats"]["mode"].str, "blend");
+    EXPECT_DOUBLE_EQ(a["stats"]["ratio"].num, 0.25) << r.out;
+
+    r = run({"calibrate", "--data", data, "--store", dir_ + "/kv", "--dataset", dataset});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--store and --data"), std::string::npos) << r.err;
+}
