@@ -12,7 +12,7 @@
 #include "core/chunk-hash.h"
 #include "core/error.h"
 #include "core/kv-store.h"
-#include "retrieval/ingest.h"
+#include "retrieval/corpus.h"
 
 namespace cacheblend {
 

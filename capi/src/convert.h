@@ -9,7 +9,7 @@
 #include "core/blend.h"
 #include "core/session.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/rag-runtime.h"
+#include "runtime/rag-runtime.h"
 #include "retrieval/text-extract.h"
 
 namespace cacheblend::capi {

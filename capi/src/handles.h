@@ -13,7 +13,7 @@
 #include "core/kv-store.h"
 #include "core/model.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/rag-runtime.h"
+#include "runtime/rag-runtime.h"
 
 struct cbl_model {
     std::shared_ptr<const cacheblend::model> m;

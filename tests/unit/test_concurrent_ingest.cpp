@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "retrieval/ingest.h"
+#include "retrieval/corpus.h"
 #include "retrieval/writer-lock.h"
 #include "util/hash-embedder.h"
 #include "util/test-util.h"

@@ -20,7 +20,7 @@
 #include "core/chunk-hash.h"
 #include "core/error.h"
 #include "core/kv-store.h"
-#include "retrieval/ingest.h"
+#include "retrieval/corpus.h"
 #include "util/fifo-guard.h"
 #include "util/hash-embedder.h"
 #include "util/test-util.h"

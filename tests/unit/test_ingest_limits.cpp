@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/kv-store.h"
 #include "retrieval/chunker.h"
-#include "retrieval/ingest.h"
+#include "retrieval/corpus.h"
 #include "util/hash-embedder.h"
 #include "util/test-util.h"
 

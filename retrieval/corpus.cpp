@@ -1,4 +1,4 @@
-#include "retrieval/ingest.h"
+#include "retrieval/corpus.h"
 
 #include <dirent.h>
 #include <fcntl.h>

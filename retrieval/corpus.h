@@ -166,7 +166,7 @@ private:
 
     // Cross-process writing: every write takes the writer lock, then brings the in-memory index
     // to the catalog's current vector_version (another process may have written meanwhile).
-    // Holds the writer lock for one write operation and keeps index_version_ honest (ingest.cpp).
+    // Holds the writer lock for one write operation and keeps index_version_ honest (corpus.cpp).
     class write_scope {
     public:
         write_scope(corpus& c, const ingest_params* p);

@@ -1,4 +1,4 @@
-#include "retrieval/rag-runtime.h"
+#include "runtime/rag-runtime.h"
 
 #include <sys/stat.h>
 

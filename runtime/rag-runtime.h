@@ -21,7 +21,7 @@
 #include "core/model.h"
 #include "core/rag-prompt.h"
 #include "core/session.h"
-#include "retrieval/ingest.h"
+#include "retrieval/corpus.h"
 
 namespace cacheblend {
 
