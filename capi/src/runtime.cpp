@@ -261,10 +261,11 @@ cbl_status cbl_runtime_repair(cbl_runtime* runtime, const cbl_ingest_params* par
     if (out_report) *out_report = nullptr;
     return CBL_API_GUARD({
         if (!runtime || !out_report) return invalid(cbl_fn, "runtime and out_report are required");
+        // Our own reference: the handle may be freed from the progress callback during the call.
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
         cbl_ingest_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
-        const cacheblend::repair_report r =
-            runtime->rt->repair(to_ingest(cbl_fn, p), p.precompute_kv);
+        const cacheblend::repair_report r = rt->repair(to_ingest(cbl_fn, p), p.precompute_kv);
         std::string all;
         for (const std::string& line : r.repaired) all += "repaired: " + line + "\n";
         for (const std::string& line : r.not_repaired) all += "not repaired: " + line + "\n";

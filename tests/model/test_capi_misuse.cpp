@@ -185,6 +185,33 @@ TEST_F(CapiMisuse, RuntimeFreedFromItsOwnIngestCallbackFinishesTheCall) {
     EXPECT_EQ(r.added, 3);
 }
 
+bool free_runtime_on_any_progress(const cbl_progress*, void* user) {
+    auto* c = static_cast<free_runtime*>(user);
+    if (c->reports++ == 0 && *c->rt) {
+        cbl_runtime_free(*c->rt);  // the repair running on it must go on safely
+        *c->rt = nullptr;
+    }
+    return true;
+}
+
+// cbl_runtime_repair reads the same progress callback; before it took its own reference, freeing
+// the runtime there destroyed it under the running repair (ASan: heap-use-after-free).
+TEST_F(CapiMisuse, RuntimeFreedFromItsOwnRepairCallbackFinishesTheCall) {
+    ingest_doc();  // no KV yet: a repair with precompute_kv computes it and reports progress
+    free_runtime c;
+    c.rt = &rt_;
+    cbl_ingest_params ip;
+    cbl_ingest_params_init(&ip);
+    ip.precompute_kv = true;
+    ip.progress = free_runtime_on_any_progress;
+    ip.progress_user_data = &c;
+    char* report = nullptr;
+    ASSERT_EQ(cbl_runtime_repair(rt_, &ip, &report), CBL_OK) << cbl_last_error();
+    EXPECT_GT(c.reports, 0);
+    EXPECT_EQ(rt_, nullptr);
+    cbl_free(report);
+}
+
 struct stop_at {
     int stop = -1;  // return false at this "ingest" report
     cbl_runtime* interrupt = nullptr;
