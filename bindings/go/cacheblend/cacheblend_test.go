@@ -1149,3 +1149,169 @@ func equalIDs(a, b []int32) bool {
 	}
 	return true
 }
+
+// skipReasons ingests folder and returns the report, its error and the "skip" reports by file
+// name.
+func skipReasons(t *testing.T, rt *cacheblend.Runtime, folder string, opts cacheblend.IngestOptions) (cacheblend.IngestReport, map[string]string) {
+	t.Helper()
+	why := map[string]string{}
+	opts.Progress = func(p cacheblend.Progress) bool {
+		if p.Phase == "skip" {
+			why[filepath.Base(p.Current)] = p.Message
+		}
+		return true
+	}
+	rep, err := rt.IngestPath(context.Background(), folder, &opts)
+	if err != nil {
+		t.Fatalf("IngestPath %+v: %v", opts, err)
+	}
+	return rep, why
+}
+
+func TestIngestFollowSymlinksAndMaxFileBytes(t *testing.T) {
+	rt, dir := openRuntime(t)
+	folder := filepath.Join(dir, "linked")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(folder, "real.txt"), []byte("The real document about mangoes.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.txt", filepath.Join(folder, "alias.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// By default a link met in the folder is skipped with a reason.
+	rep, why := skipReasons(t, rt, folder, cacheblend.IngestOptions{})
+	if rep.Added != 1 || rep.Skipped != 1 || !strings.Contains(why["alias.txt"], "symbolic link") {
+		t.Errorf("links not followed: %+v, skips %q, want Added 1, Skipped 1 (alias.txt)", rep, why)
+	}
+	// Followed, a link inside the folder and its target are one document.
+	rep, why = skipReasons(t, rt, folder, cacheblend.IngestOptions{FollowSymlinks: true})
+	if rep.Skipped != 0 || rep.FilesSeen != 1 || rep.Added+rep.Unchanged != 1 || len(why) != 0 {
+		t.Errorf("links followed: %+v, skips %q, want the one document once", rep, why)
+	}
+	if st, err := rt.Stats(); err != nil || st.Documents != int64(len(docs))+1 {
+		t.Errorf("stats %+v (%v), want %d documents", st, err, len(docs)+1)
+	}
+
+	// A file over MaxFileBytes is skipped with a reason; the rest go on.
+	sized := filepath.Join(dir, "sized")
+	if err := os.MkdirAll(sized, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("Pelicans fly over the bay in long lines. ", 50) // 2050 bytes
+	if err := os.WriteFile(filepath.Join(sized, "big.txt"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sized, "small.txt"), []byte("Herons wade in the shallows.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, why = skipReasons(t, rt, sized, cacheblend.IngestOptions{MaxFileBytes: 1000})
+	if rep.Added != 1 || rep.Skipped != 1 || !strings.Contains(why["big.txt"], "too large") {
+		t.Errorf("MaxFileBytes 1000: %+v, skips %q, want big.txt skipped as too large", rep, why)
+	}
+	rep, why = skipReasons(t, rt, sized, cacheblend.IngestOptions{MaxFileBytes: cacheblend.NoFileSizeLimit})
+	if rep.Added != 1 || rep.Unchanged != 1 || rep.Skipped != 0 {
+		t.Errorf("NoFileSizeLimit: %+v, skips %q, want big.txt added", rep, why)
+	}
+	// IngestText refuses a text over the limit instead of skipping it.
+	_, err := rt.IngestText(context.Background(), "mem://big", big, &cacheblend.IngestOptions{MaxFileBytes: 1000})
+	if !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("IngestText over MaxFileBytes: %v, want ErrInvalidArg", err)
+	}
+	if _, err := rt.IngestText(context.Background(), "mem://big", big, &cacheblend.IngestOptions{MaxFileBytes: -1}); !errors.Is(err, cacheblend.ErrInvalidArg) {
+		t.Errorf("MaxFileBytes -1: %v, want ErrInvalidArg", err)
+	}
+	if cacheblend.DefaultMaxFileBytes != 16<<20 {
+		t.Errorf("DefaultMaxFileBytes %d", cacheblend.DefaultMaxFileBytes)
+	}
+}
+
+func TestAbortedIngestReportsWhatWasCommitted(t *testing.T) {
+	rt, dir := openRuntime(t)
+	folder := filepath.Join(dir, "docs")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		name := filepath.Join(folder, "doc"+string(rune('0'+i))+".txt")
+		if err := os.WriteFile(name, []byte("Document number "+string(rune('0'+i))+" talks about kites.\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stop at the third file: the two before it are committed, and the report says so.
+	n := 0
+	rep, err := rt.IngestPath(context.Background(), folder, &cacheblend.IngestOptions{Progress: func(p cacheblend.Progress) bool {
+		if p.Phase == "ingest" {
+			n++
+		}
+		return n < 3
+	}})
+	if !errors.Is(err, cacheblend.ErrAborted) {
+		t.Fatalf("IngestPath stopped by Progress: %v, want ErrAborted", err)
+	}
+	st, serr := rt.Stats()
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	committed := st.Documents - int64(len(docs))
+	if rep.Added == 0 || rep.Added != committed || rep.ChunksAdded < rep.Added {
+		t.Errorf("aborted report %+v, want Added %d (the documents committed)", rep, committed)
+	}
+}
+
+func TestRepairAndDeleteCounted(t *testing.T) {
+	rt, _ := openRuntime(t)
+	// A fresh data directory has nothing to repair (at most notes, e.g. that chunk KV is left
+	// for first use), and Check stays clean after it.
+	report, err := rt.Repair(false)
+	if err != nil {
+		t.Errorf("Repair: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(report, "\n"), "\n") {
+		if line != "" && !strings.HasPrefix(line, "note: ") {
+			t.Errorf("Repair on a fresh data directory: %q, want notes only", report)
+		}
+	}
+	if problems, err := rt.Check(); err != nil || problems != nil {
+		t.Errorf("Check after Repair: %v, problems %q", err, problems)
+	}
+	// With precompute, Repair computes the chunk KV that ingest left for first use.
+	report, err = rt.Repair(true)
+	if err != nil || !strings.Contains(report, "repaired: ") || strings.Contains(report, "not repaired: ") {
+		t.Errorf("Repair(true): %v, report %q, want the KV computed", err, report)
+	}
+	st, err := rt.Stats()
+	if err != nil || st.KVEntries != st.Chunks || st.KVEntries == 0 {
+		t.Fatalf("stats after Repair(true): %v, %+v, want a KV entry per chunk", err, st)
+	}
+	if problems, err := rt.Check(); err != nil || problems != nil {
+		t.Errorf("Check after Repair(true): %v, problems %q", err, problems)
+	}
+
+	// DeleteCounted reports the document, its chunks and the KV files that went with them.
+	hits, _, err := rt.Search("volcano", &cacheblend.SearchOptions{K: 10, Mode: cacheblend.SearchBM25, URIPrefix: "mem://kilimanjaro"})
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("Search: %v, %d hits", err, len(hits))
+	}
+	rep, err := rt.DeleteCounted("mem://kilimanjaro")
+	if err != nil || rep.Removed != 1 || rep.ChunksRemoved != int64(len(hits)) || rep.KVDeleted != int64(len(hits)) ||
+		rep.Added != 0 || rep.FilesSeen != 0 {
+		t.Errorf("DeleteCounted: %v, %+v, want Removed 1, ChunksRemoved and KVDeleted %d", err, rep, len(hits))
+	}
+	rep, err = rt.DeleteCounted("mem://kilimanjaro")
+	if err != nil || rep != (cacheblend.IngestReport{}) {
+		t.Errorf("second DeleteCounted: %v, %+v, want all zero", err, rep)
+	}
+	if after, err := rt.Stats(); err != nil || after.Documents != st.Documents-1 || after.KVEntries != st.KVEntries-int64(len(hits)) {
+		t.Errorf("stats after DeleteCounted: %v, %+v", err, after)
+	}
+
+	rt.Close()
+	if _, err := rt.Repair(false); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("Repair after Close: %v", err)
+	}
+	if _, err := rt.DeleteCounted("mem://amazon"); !errors.Is(err, cacheblend.ErrClosed) {
+		t.Errorf("DeleteCounted after Close: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -150,17 +151,28 @@ func (r *Runtime) Model() (*Model, error) {
 
 // Progress is one progress report of an ingest call.
 //
-// Besides the work phases ("scan", "ingest", "embed", "kv", "index"), two phases report events
-// after the work, numbered Done = 1..Total: "skip", a file that could not be ingested (Current,
-// with the reason in Message), and "notice", something the caller may want to know, e.g. that
-// chunks were stored for BM25 only or that the vector index was rebuilt (in Message).
+// Besides the work phases ("scan", "ingest", "chunk", "embed", "kv", "index"), two phases report
+// events after the work, numbered Done = 1..Total: "skip", a file that could not be ingested
+// (Current, with the reason in Message), and "notice", something the caller may want to know,
+// e.g. that chunks were stored for BM25 only or that the vector index was rebuilt (in Message).
+// "chunk" (bytes) and "embed" (chunks) also come during one big file, with Current naming it.
+// "wait" comes every 50-200 ms while another process holds the data directory's writer lock
+// (one writer at a time): Current names the holder, e.g. "pid 1234", and returning false stops
+// waiting (ErrAborted).
 type Progress struct {
-	Phase   string // "scan", "ingest", "embed", "kv", "index", "skip" or "notice"
+	Phase   string // "scan", "ingest", "chunk", "embed", "kv", "index", "wait", "skip" or "notice"
 	Done    int64  // units of the phase done
 	Total   int64  // units of the phase in all
-	Current string // the file being worked on ("" when none, and for "notice")
+	Current string // the file being worked on, or for "wait" the writer ("" when none, and for "notice")
 	Message string // phase "skip": why Current was skipped; phase "notice": the notice
 }
+
+// DefaultMaxFileBytes is the size above which ingest skips a file when
+// IngestOptions.MaxFileBytes is 0 (CBL_DEFAULT_MAX_FILE_BYTES, 16 MiB).
+const DefaultMaxFileBytes int64 = C.CBL_DEFAULT_MAX_FILE_BYTES
+
+// NoFileSizeLimit, as IngestOptions.MaxFileBytes, lets ingest read files of any size.
+const NoFileSizeLimit int64 = math.MaxInt64
 
 // IngestOptions configure IngestText and IngestPath. The zero value selects the defaults.
 type IngestOptions struct {
@@ -169,6 +181,17 @@ type IngestOptions struct {
 	Format       DocFormat // IngestText only; files go by their extension
 	ChunkTokens  int       // LLM tokens per chunk (0 = 512)
 	PrecomputeKV bool      // compute every new chunk's KV now (else on first use)
+	// FollowSymlinks makes IngestPath follow a symbolic link met in the folder when its real
+	// path stays inside that folder; by default (and for a link leading out) it is skipped
+	// ("symbolic link (not followed)"). A path passed to IngestPath is followed either way.
+	FollowSymlinks bool
+	// MaxFileBytes skips larger files with a reason (0 = DefaultMaxFileBytes, 16 MiB;
+	// NoFileSizeLimit = none); IngestText of a larger text is an ErrInvalidArg error.
+	MaxFileBytes int64
+	// MaxFileSeconds abandons a file not committed within this many seconds (nothing of it is
+	// committed), skips it with "took longer than N s" and goes on with the next file; IngestText
+	// returns an ErrAborted error (0 = no limit).
+	MaxFileSeconds float64
 	// Progress, when set, receives progress reports on the calling goroutine, including the
 	// "skip" and "notice" events; returning false aborts the ingest (ErrAborted). It must not
 	// call back into the same runtime's ingest.
@@ -230,6 +253,10 @@ func (r *Runtime) ingest(ctx context.Context, op string, opts *IngestOptions,
 		format:        C.int32_t(opts.Format),
 		chunk_tokens:  C.int32_t(opts.ChunkTokens),
 		precompute_kv: C.bool(opts.PrecomputeKV),
+
+		follow_symlinks:  C.bool(opts.FollowSymlinks),
+		max_file_bytes:   C.int64_t(opts.MaxFileBytes),
+		max_file_seconds: C.double(opts.MaxFileSeconds),
 	}
 	var sinkID C.uintptr_t
 	var sink *progressSink
@@ -253,7 +280,9 @@ func (r *Runtime) ingest(ctx context.Context, op string, opts *IngestOptions,
 
 // IngestText ingests text as the document uri, replacing an older version of it. The document
 // commits atomically. Cancelling ctx aborts the call with an error matching ErrAborted and
-// ctx's error; it interrupts every ingest running on the runtime at that moment.
+// ctx's error; it interrupts every ingest running on the runtime at that moment. With an
+// ErrAborted error (ctx, Runtime.Interrupt, Progress returning false) the report still counts
+// what was committed; with other errors it is zero.
 func (r *Runtime) IngestText(ctx context.Context, uri, text string, opts *IngestOptions) (IngestReport, error) {
 	var cs cstrings
 	defer cs.free()
@@ -266,8 +295,9 @@ func (r *Runtime) IngestText(ctx context.Context, uri, text string, opts *Ingest
 
 // IngestPath ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are
 // skipped by content hash; files that cannot be read are skipped with a reason (a Progress report
-// with phase "skip") and the rest go on. Documents committed before an abort or error stay.
-// Cancellation works as for IngestText.
+// with phase "skip") and the rest go on: symbolic links (unless FollowSymlinks), special files
+// and files over MaxFileBytes among them. Documents committed before an abort or error stay.
+// Cancellation and the report of an aborted call work as for IngestText.
 func (r *Runtime) IngestPath(ctx context.Context, path string, opts *IngestOptions) (IngestReport, error) {
 	var cs cstrings
 	defer cs.free()
@@ -295,6 +325,26 @@ func (r *Runtime) Delete(uri string) (bool, error) {
 		return false, err
 	}
 	return bool(found), nil
+}
+
+// DeleteCounted is Delete that also counts what went: Removed is 1 when the document existed
+// (else 0), ChunksRemoved its chunks and KVDeleted the chunk KV files whose last reference went;
+// the other counts are 0.
+func (r *Runtime) DeleteCounted(uri string) (IngestReport, error) {
+	const op = "delete"
+	p, err := r.acquire(op)
+	if err != nil {
+		return IngestReport{}, err
+	}
+	defer r.h.release()
+	var cs cstrings
+	defer cs.free()
+	var rep C.cbl_ingest_report
+	var msg *C.char
+	if err := callError(op, C.gocbl_delete_counted(p, cs.str(uri), &rep, &msg), msg); err != nil {
+		return IngestReport{}, err
+	}
+	return reportFromC(&rep), nil
 }
 
 // CorpusStats are counts of a runtime's data directory (Runtime.Stats).
@@ -352,6 +402,35 @@ func (r *Runtime) Check() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Repair fixes what Check finds where it can: it rebuilds the catalog's full-text index and the
+// vector index from the catalog, embeds chunks without embeddings, deletes damaged and
+// unreferenced KV files, finishes pending deletes and, with precompute, computes missing chunk
+// KV. A catalog that SQLite finds damaged is left as it is (re-ingest into a new data
+// directory).
+//
+// It returns the report, one line per item starting with "repaired: ", "not repaired: " (still
+// a problem, which Check lists) or "note: ", and "" when there was nothing to do. Problems left
+// are not an error, as in the C API (cbl_runtime_repair returns CBL_OK): look for "not
+// repaired: " lines or call Check. The error is for a repair that could not run (e.g. an I/O
+// error). Like an ingest, it waits while another process writes to the data directory.
+func (r *Runtime) Repair(precompute bool) (string, error) {
+	const op = "runtime repair"
+	p, err := r.acquire(op)
+	if err != nil {
+		return "", err
+	}
+	defer r.h.release()
+	var report, msg *C.char
+	if err := callError(op, C.gocbl_runtime_repair(p, C.bool(precompute), &report, &msg), msg); err != nil {
+		return "", err
+	}
+	if report == nil {
+		return "", nil
+	}
+	defer C.cbl_free(unsafe.Pointer(report))
+	return C.GoString(report), nil
 }
 
 // SearchOptions configure Search and SearchResults. The zero value selects the defaults.

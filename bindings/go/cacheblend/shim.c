@@ -61,6 +61,9 @@ static void gocbl_fill_ingest(cbl_ingest_params *p, const gocbl_ingest_opts *o, 
         p->format = o->format;
         p->chunk_tokens = o->chunk_tokens;
         p->precompute_kv = o->precompute_kv;
+        p->follow_symlinks = o->follow_symlinks;
+        p->max_file_bytes = o->max_file_bytes;
+        p->max_file_seconds = o->max_file_seconds;
     }
     if (sink) {
         p->progress = gocbl_on_progress;
@@ -89,6 +92,12 @@ cbl_status gocbl_delete(cbl_runtime *rt, const char *uri, bool *found, char **er
     return gocbl_ret(cbl_runtime_delete(rt, uri, found), err);
 }
 
+cbl_status gocbl_delete_counted(cbl_runtime *rt, const char *uri, cbl_ingest_report *rep,
+                                char **err) {
+    cbl_ingest_report_init(rep);
+    return gocbl_ret(cbl_runtime_delete_counted(rt, uri, rep), err);
+}
+
 cbl_status gocbl_runtime_stats(cbl_runtime *rt, cbl_corpus_stats *out, char **err) {
     cbl_corpus_stats_init(out);
     return gocbl_ret(cbl_runtime_stats(rt, out), err);
@@ -97,6 +106,14 @@ cbl_status gocbl_runtime_stats(cbl_runtime *rt, cbl_corpus_stats *out, char **er
 /* *problems is NULL or a string for cbl_free. */
 cbl_status gocbl_runtime_check(cbl_runtime *rt, char **problems, char **err) {
     return gocbl_ret(cbl_runtime_check(rt, problems), err);
+}
+
+/* *report is NULL (nothing to do) or a string for cbl_free. */
+cbl_status gocbl_runtime_repair(cbl_runtime *rt, bool precompute_kv, char **report, char **err) {
+    cbl_ingest_params p;
+    cbl_ingest_params_init(&p);
+    p.precompute_kv = precompute_kv;
+    return gocbl_ret(cbl_runtime_repair(rt, &p, report), err);
 }
 
 cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_opts *o,

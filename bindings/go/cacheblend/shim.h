@@ -36,6 +36,9 @@ typedef struct gocbl_ingest_opts {
     int32_t format;
     int32_t chunk_tokens;
     bool precompute_kv;
+    bool follow_symlinks;
+    int64_t max_file_bytes;
+    double max_file_seconds;
 } gocbl_ingest_opts;
 
 typedef struct gocbl_session_opts {
@@ -94,8 +97,11 @@ cbl_status gocbl_ingest_text(cbl_runtime *rt, const char *uri, const char *text,
 cbl_status gocbl_ingest_path(cbl_runtime *rt, const char *path, const gocbl_ingest_opts *o,
                              uintptr_t sink, cbl_ingest_report *rep, char **err);
 cbl_status gocbl_delete(cbl_runtime *rt, const char *uri, bool *found, char **err);
+cbl_status gocbl_delete_counted(cbl_runtime *rt, const char *uri, cbl_ingest_report *rep,
+                                char **err);
 cbl_status gocbl_runtime_stats(cbl_runtime *rt, cbl_corpus_stats *out, char **err);
 cbl_status gocbl_runtime_check(cbl_runtime *rt, char **problems, char **err);
+cbl_status gocbl_runtime_repair(cbl_runtime *rt, bool precompute_kv, char **report, char **err);
 cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_opts *o,
                         cbl_results **out, char **err);
 cbl_status gocbl_results_hit(const cbl_results *res, size_t i, cbl_hit *out, char **err);

@@ -4,6 +4,8 @@ use std::fmt;
 
 use cacheblend_sys as sys;
 
+use crate::types::IngestReport;
+
 /// A library status code as returned by the C API, extended bits included
 /// (`status.primary()` is the primary code, `status.0 & 0xff`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,11 +129,14 @@ pub enum ErrorKind {
 }
 
 /// A failed libcacheblend call: its status and the library's message (`cbl_last_error()`, read on
-/// the calling thread right after the call failed).
+/// the calling thread right after the call failed), and for an aborted ingest what it committed
+/// ([`Error::report`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     status: Status,
     message: String,
+    // Boxed: it is rare, and every `Result` of the crate carries an `Error`'s size.
+    report: Option<Box<IngestReport>>,
 }
 
 impl Error {
@@ -141,6 +146,7 @@ impl Error {
         Error {
             status,
             message: message.into(),
+            report: None,
         }
     }
 
@@ -153,7 +159,14 @@ impl Error {
         Error {
             status: Status(status),
             message: msg.to_string_lossy().into_owned(),
+            report: None,
         }
+    }
+
+    /// This error carrying the report of what an aborted ingest committed.
+    pub(crate) fn with_report(mut self, report: IngestReport) -> Error {
+        self.report = Some(Box::new(report));
+        self
     }
 
     /// The primary status as an enum.
@@ -164,6 +177,14 @@ impl Error {
     /// The full status, extended bits included (e.g. [`Status::IO_READ`]).
     pub fn status(&self) -> Status {
         self.status
+    }
+
+    /// For an ingest that ended with [`ErrorKind::Aborted`] (its progress callback returned
+    /// `false`, [`Runtime::interrupt`](crate::Runtime::interrupt), or an `ingest_text` over
+    /// [`max_file_seconds`](crate::IngestOptions::max_file_seconds)): what it committed before it
+    /// stopped. `None` for every other error.
+    pub fn report(&self) -> Option<&IngestReport> {
+        self.report.as_deref()
     }
 
     /// The library's message, e.g. `"cbl_session_create: recompute_ratio 2 is outside (0, 1]"`.

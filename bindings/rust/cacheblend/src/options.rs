@@ -220,6 +220,9 @@ pub struct IngestOptions<'a> {
     pub(crate) format: Option<DocFormat>,
     pub(crate) chunk_tokens: i32,
     pub(crate) precompute_kv: bool,
+    pub(crate) follow_symlinks: bool,
+    pub(crate) max_file_bytes: i64,
+    pub(crate) max_file_seconds: f64,
     pub(crate) progress: Option<Box<ProgressFn<'a>>>,
 }
 
@@ -239,6 +242,18 @@ impl<'a> IngestOptions<'a> {
         fn chunk_tokens(n: i32) { chunk_tokens = n }
         /// Compute every new chunk's KV now (else on first use).
         fn precompute_kv(yes: bool) { precompute_kv = yes }
+        /// `ingest_path`: follow a symbolic link met in the folder when its real path stays
+        /// inside that folder. By default (and for a link leading out) it is skipped with the
+        /// reason `"symbolic link (not followed)"`. A path passed in is followed either way.
+        fn follow_symlinks(yes: bool) { follow_symlinks = yes }
+        /// Skip larger files with a reason (0 = [`IngestOptions::DEFAULT_MAX_FILE_BYTES`], 16 MiB;
+        /// [`IngestOptions::NO_FILE_SIZE_LIMIT`] = none); `ingest_text` of a larger text is
+        /// [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
+        fn max_file_bytes(bytes: i64) { max_file_bytes = bytes }
+        /// Abandon a file not committed within this many seconds (nothing of it is committed),
+        /// skip it with `"took longer than N s"` and go on with the next file; `ingest_text`
+        /// fails with [`ErrorKind::Aborted`](crate::ErrorKind::Aborted) (0 = no limit).
+        fn max_file_seconds(seconds: f64) { max_file_seconds = seconds }
     }
     /// Called on the ingesting thread as work proceeds, including phase `"skip"` for every file
     /// that cannot be ingested. Return `false` to abort ([`ErrorKind::Aborted`](crate::ErrorKind));
@@ -262,12 +277,21 @@ impl fmt::Debug for IngestOptions<'_> {
             .field("format", &self.format)
             .field("chunk_tokens", &self.chunk_tokens)
             .field("precompute_kv", &self.precompute_kv)
+            .field("follow_symlinks", &self.follow_symlinks)
+            .field("max_file_bytes", &self.max_file_bytes)
+            .field("max_file_seconds", &self.max_file_seconds)
             .field("progress", &self.progress.as_ref().map(|_| "FnMut"))
             .finish()
     }
 }
 
 impl IngestOptions<'_> {
+    /// The size above which a file is skipped when [`max_file_bytes`](Self::max_file_bytes) is 0
+    /// (`CBL_DEFAULT_MAX_FILE_BYTES`, 16 MiB).
+    pub const DEFAULT_MAX_FILE_BYTES: i64 = sys::CBL_DEFAULT_MAX_FILE_BYTES;
+    /// As [`max_file_bytes`](Self::max_file_bytes): files of any size are read.
+    pub const NO_FILE_SIZE_LIMIT: i64 = i64::MAX;
+
     pub(crate) fn format_raw(&self) -> i32 {
         opt_raw(self.format, |f| match f {
             DocFormat::Text => sys::CBL_DOC_TEXT,

@@ -5,7 +5,7 @@ use std::ptr::{self, NonNull};
 
 use cacheblend_sys as sys;
 
-use crate::error::{check, Result};
+use crate::error::{check, ErrorKind, Result};
 use crate::model::Model;
 use crate::options::{
     IngestOptions, ProgressFn, RuntimeOptions, SearchMode, SearchOptions, SessionOptions,
@@ -85,7 +85,8 @@ impl Runtime {
     }
 
     /// Ingests `text` as the document `uri`, replacing an older version of it. The document
-    /// commits atomically.
+    /// commits atomically. An [`ErrorKind::Aborted`](crate::ErrorKind::Aborted) error carries the
+    /// report of what was committed ([`Error::report`](crate::Error::report)).
     pub fn ingest_text(
         &self,
         uri: &str,
@@ -111,8 +112,11 @@ impl Runtime {
     /// Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
     /// content hash; files that cannot be read are skipped with a reason (progress phase `"skip"`,
     /// counted in [`IngestReport::skipped`]) and the rest go on. Notices, e.g. that chunks are
-    /// stored for BM25 only without an embedder, arrive as progress phase `"notice"`. Documents
-    /// committed before an abort or error stay.
+    /// stored for BM25 only without an embedder, arrive as progress phase `"notice"`. Symbolic
+    /// links (unless [`IngestOptions::follow_symlinks`]), special files and files over
+    /// [`IngestOptions::max_file_bytes`] are skipped so. Documents committed before an abort or
+    /// error stay, and an [`ErrorKind::Aborted`](crate::ErrorKind::Aborted) error carries their
+    /// report ([`Error::report`](crate::Error::report)).
     pub fn ingest_path(
         &self,
         path: impl AsRef<Path>,
@@ -138,6 +142,9 @@ impl Runtime {
         p.format = options.format_raw();
         p.chunk_tokens = options.chunk_tokens;
         p.precompute_kv = options.precompute_kv;
+        p.follow_symlinks = options.follow_symlinks;
+        p.max_file_bytes = options.max_file_bytes;
+        p.max_file_seconds = options.max_file_seconds;
         let mut state = options.progress.as_mut().map(|f| CallbackState {
             panic: None,
             f: &mut **f,
@@ -151,7 +158,15 @@ impl Runtime {
         if let Some(s) = state.as_mut() {
             s.resume();
         }
-        result.map(|()| IngestReport::from_c(&report))
+        match result {
+            Ok(()) => Ok(IngestReport::from_c(&report)),
+            // Only an abort fills the report (with what was committed); after other errors it
+            // is not written.
+            Err(e) if e.kind() == ErrorKind::Aborted => {
+                Err(e.with_report(IngestReport::from_c(&report)))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Removes a document, its vectors and (last reference) its chunks' KV. Returns whether it
@@ -162,6 +177,19 @@ impl Runtime {
         // SAFETY: valid pointers for the duration of the call.
         check(unsafe { sys::cbl_runtime_delete(self.raw.as_ptr(), uri.as_ptr(), &mut found) })?;
         Ok(found)
+    }
+
+    /// [`delete`](Self::delete) that also counts what went: `removed` is 1 when the document
+    /// existed (else 0), `chunks_removed` its chunks and `kv_deleted` the chunk KV files whose last
+    /// reference went; the other counts are 0.
+    pub fn delete_counted(&self, uri: &str) -> Result<IngestReport> {
+        let uri = cstring("uri", uri)?;
+        let mut report = sys::cbl_ingest_report::default();
+        // SAFETY: valid pointers for the duration of the call; `report` has struct_size set.
+        check(unsafe {
+            sys::cbl_runtime_delete_counted(self.raw.as_ptr(), uri.as_ptr(), &mut report)
+        })?;
+        Ok(IngestReport::from_c(&report))
     }
 
     /// Counts the documents, chunks and stored chunk KV of the data directory.
@@ -189,6 +217,32 @@ impl Runtime {
             .filter(|l| !l.is_empty())
             .map(str::to_string)
             .collect())
+    }
+
+    /// Repairs what [`check`](Self::check) finds where it can: rebuilds the catalog's full-text
+    /// index and the vector index from the catalog, embeds chunks without embeddings, deletes
+    /// damaged and unreferenced KV files, finishes pending deletes and, with `precompute_kv`,
+    /// computes missing chunk KV. A catalog that SQLite finds damaged is left as it is
+    /// (re-ingest into a new data directory). Like an ingest, it waits while another process
+    /// writes to the data directory.
+    ///
+    /// Returns the report, one line per item starting with `"repaired: "`, `"not repaired: "`
+    /// (still a problem, which `check` lists) or `"note: "`, and `""` when there was nothing to
+    /// do. Problems left are not an `Err`, as in the C API (`cbl_runtime_repair` returns
+    /// `CBL_OK`): look for `"not repaired: "` lines or call `check`. An `Err` means the repair
+    /// could not run.
+    pub fn repair(&self, precompute_kv: bool) -> Result<String> {
+        let mut p = sys::cbl_ingest_params::default();
+        p.precompute_kv = precompute_kv;
+        let mut out: *mut std::os::raw::c_char = ptr::null_mut();
+        // SAFETY: live handle, valid params and out pointer.
+        check(unsafe { sys::cbl_runtime_repair(self.raw.as_ptr(), &p, &mut out) })?;
+        if out.is_null() {
+            return Ok(String::new());
+        }
+        let guard = FreeOnDrop(out as *mut c_void, sys::cbl_free);
+        // SAFETY: a NUL-terminated string the library allocated for us; the guard frees it.
+        Ok(unsafe { string_from(guard.0 as *const _) })
     }
 
     /// The best chunks for `query`, best first, with the retrieval mode that ran.

@@ -343,21 +343,26 @@ impl CorpusStats {
 
 /// An ingest progress report, borrowed for the duration of the callback.
 ///
-/// Besides the work phases (`"scan"`, `"ingest"`, `"embed"`, `"kv"`, `"index"`), two phases
-/// report events after the work, numbered `done` = 1..=`total`: `"skip"`, a file that could not
-/// be ingested (`current`, with the reason in `message`), and `"notice"`, something worth telling
-/// the caller, e.g. that chunks were stored for BM25 only or that the vector index was rebuilt
-/// (in `message`).
+/// Besides the work phases (`"scan"`, `"ingest"`, `"chunk"`, `"embed"`, `"kv"`, `"index"`), two
+/// phases report events after the work, numbered `done` = 1..=`total`: `"skip"`, a file that
+/// could not be ingested (`current`, with the reason in `message`), and `"notice"`, something
+/// worth telling the caller, e.g. that chunks were stored for BM25 only or that the vector index
+/// was rebuilt (in `message`). `"chunk"` (bytes) and `"embed"` (chunks) also come during one big
+/// file, with `current` naming it. `"wait"` comes every 50-200 ms while another process holds
+/// the data directory's writer lock (one writer at a time): `current` names the holder, e.g.
+/// `"pid 1234"`, and returning `false` stops waiting
+/// ([`ErrorKind::Aborted`](crate::ErrorKind::Aborted)).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Progress<'a> {
-    /// `"scan"`, `"ingest"`, `"embed"`, `"kv"`, `"index"`, `"skip"` or `"notice"`.
+    /// `"scan"`, `"ingest"`, `"chunk"`, `"embed"`, `"kv"`, `"index"`, `"wait"`, `"skip"` or
+    /// `"notice"`.
     pub phase: Cow<'a, str>,
     /// Work done in this phase.
     pub done: i64,
     /// Work in this phase.
     pub total: i64,
-    /// The file being worked on ("" when none, and for `"notice"`).
+    /// The file being worked on, or for `"wait"` the writer ("" when none, and for `"notice"`).
     pub current: Cow<'a, str>,
     /// Phase `"skip"`: why `current` was skipped; phase `"notice"`: the notice ("" otherwise).
     pub message: Cow<'a, str>,

@@ -1030,3 +1030,144 @@ fn plain_prefill_without_a_store() {
     drop(model); // the session keeps it alive
     s.prefill_text(prompt, &PromptOptions::new()).unwrap();
 }
+
+/// Ingests `folder` and returns the report with the "skip" reasons by file name.
+fn ingest_with_skips(
+    rt: &Runtime,
+    folder: &Path,
+    options: IngestOptions<'_>,
+) -> (cacheblend::IngestReport, std::collections::BTreeMap<String, String>) {
+    let mut why = std::collections::BTreeMap::new();
+    let report = rt
+        .ingest_path(
+            folder,
+            &mut options.progress(|p| {
+                if p.phase == "skip" {
+                    let name = Path::new(p.current.as_ref()).file_name().unwrap();
+                    why.insert(name.to_string_lossy().into_owned(), p.message.to_string());
+                }
+                true
+            }),
+        )
+        .expect("ingest_path");
+    (report, why)
+}
+
+#[test]
+fn follow_symlinks_and_max_file_bytes() {
+    let f = fixture!("limits");
+    let folder = f.dir.path().join("linked");
+    fs::create_dir_all(&folder).unwrap();
+    fs::write(folder.join("real.txt"), "The real document about mangoes.\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", folder.join("alias.txt")).unwrap();
+
+    // By default a link met in the folder is skipped with a reason.
+    let (r, why) = ingest_with_skips(&f.rt, &folder, IngestOptions::new());
+    assert_eq!((r.added, r.skipped), (1, 1), "{:?} {:?}", r, why);
+    assert!(why["alias.txt"].contains("symbolic link"), "{:?}", why);
+    // Followed, a link inside the folder and its target are one document.
+    let (r, why) = ingest_with_skips(&f.rt, &folder, IngestOptions::new().follow_symlinks(true));
+    assert_eq!((r.skipped, r.files_seen), (0, 1), "{:?} {:?}", r, why);
+    assert_eq!(r.added + r.unchanged, 1, "{:?}", r);
+    assert!(why.is_empty(), "{:?}", why);
+    assert_eq!(f.rt.stats().unwrap().documents, DOCS.len() as i64 + 1);
+
+    // A file over max_file_bytes is skipped with a reason; the rest go on.
+    let sized = f.dir.path().join("sized");
+    fs::create_dir_all(&sized).unwrap();
+    let big = "Pelicans fly over the bay in long lines. ".repeat(50); // 2050 bytes
+    fs::write(sized.join("big.txt"), &big).unwrap();
+    fs::write(sized.join("small.txt"), "Herons wade in the shallows.\n").unwrap();
+    let (r, why) = ingest_with_skips(&f.rt, &sized, IngestOptions::new().max_file_bytes(1000));
+    assert_eq!((r.added, r.skipped), (1, 1), "{:?} {:?}", r, why);
+    assert!(why["big.txt"].contains("too large"), "{:?}", why);
+    let (r, _) = ingest_with_skips(
+        &f.rt,
+        &sized,
+        IngestOptions::new().max_file_bytes(IngestOptions::NO_FILE_SIZE_LIMIT),
+    );
+    assert_eq!((r.added, r.unchanged, r.skipped), (1, 1, 0), "{:?}", r);
+    // ingest_text refuses a text over the limit instead of skipping it.
+    let err =
+        f.rt.ingest_text("mem://big", &big, &mut IngestOptions::new().max_file_bytes(1000))
+            .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    assert!(err.report().is_none());
+    assert_eq!(IngestOptions::DEFAULT_MAX_FILE_BYTES, 16 << 20);
+}
+
+#[test]
+fn an_aborted_ingest_reports_what_it_committed() {
+    let f = fixture!("aborted");
+    let docs = f.dir.path().join("docs");
+    fs::create_dir_all(&docs).unwrap();
+    for i in 0..4 {
+        fs::write(
+            docs.join(format!("doc{}.txt", i)),
+            format!("Document number {} talks about kites.\n", i),
+        )
+        .unwrap();
+    }
+    // Stop at the third file: the two before it are committed, and the error's report says so.
+    let mut n = 0;
+    let err =
+        f.rt.ingest_path(
+            &docs,
+            &mut IngestOptions::new().progress(|p| {
+                n += (p.phase == "ingest") as i32;
+                n < 3
+            }),
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Aborted, "{}", err);
+    let committed = f.rt.stats().unwrap().documents - DOCS.len() as i64;
+    let report = err.report().expect("an aborted ingest carries its report");
+    assert!(report.added > 0, "{:?}", report);
+    assert_eq!(report.added, committed, "{:?}", report);
+    assert!(report.chunks_added >= report.added, "{:?}", report);
+}
+
+#[test]
+fn repair_and_delete_counted() {
+    let f = fixture!("repair");
+    // A fresh data directory has nothing to repair (at most notes, e.g. that chunk KV is left
+    // for first use), and check stays clean after it.
+    let report = f.rt.repair(false).expect("repair");
+    assert!(
+        report.lines().all(|l| l.starts_with("note: ")),
+        "{:?}",
+        report
+    );
+    assert!(f.rt.check().unwrap().is_empty());
+    // With precompute_kv, repair computes the chunk KV that ingest left for first use.
+    let report = f.rt.repair(true).expect("repair with precompute");
+    assert!(report.starts_with("repaired: "), "{:?}", report);
+    assert!(!report.contains("not repaired: "), "{:?}", report);
+    let st = f.rt.stats().unwrap();
+    assert!(st.kv_entries > 0 && st.kv_entries == st.chunks, "{:?}", st);
+    assert!(f.rt.check().unwrap().is_empty());
+
+    // delete_counted reports the document, its chunks and the KV files that went with them.
+    let opts = SearchOptions::new()
+        .k(10)
+        .mode(SearchMode::Bm25)
+        .uri_prefix("mem://kilimanjaro");
+    let chunks = f.rt.search("volcano", &opts).unwrap().hits.len() as i64;
+    assert!(chunks > 0);
+    let r = f.rt.delete_counted("mem://kilimanjaro").unwrap();
+    assert_eq!(
+        (r.removed, r.chunks_removed, r.kv_deleted, r.added, r.files_seen),
+        (1, chunks, chunks, 0, 0),
+        "{:?}",
+        r
+    );
+    let again = f.rt.delete_counted("mem://kilimanjaro").unwrap();
+    assert_eq!(again, cacheblend::IngestReport::default());
+    let after = f.rt.stats().unwrap();
+    assert_eq!(
+        (after.documents, after.kv_entries),
+        (st.documents - 1, st.kv_entries - chunks)
+    );
+    let err = f.rt.delete_counted("mem://a\0b").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg);
+}
