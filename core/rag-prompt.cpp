@@ -3,8 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "core/eval-metrics.h"
-#include "core/unicode.h"
 
 namespace cacheblend {
 namespace {
@@ -12,16 +10,6 @@ namespace {
 // Stands in for the user content while the template is rendered. Plain ASCII without white
 // space, so no template trims or rewrites it, and unlikely in any system text.
 const char k_sentinel[] = "@@CBL_USER_CONTENT_7f3a@@";
-
-// The musique texts of CacheBlend's example/blend_musique.py, verbatim ("words.." included).
-const char k_musique_instruction[] =
-    "You will be asked a question after reading several passages. Please directly answer the "
-    "question based on the given passages. Do NOT repeat the question. The answer should be "
-    "within 5 words..";
-const char k_musique_preamble[] = "Passages:\n";
-const char k_musique_query[] =
-    "\n\nAnswer the question directly based on the given passages. Do NOT repeat the question. "
-    "The answer should be within 5 words. \nQuestion:";
 
 const char k_default_system[] =
     "Answer the question using only the passages the user gives. Be brief and factual. If the "
@@ -32,24 +20,6 @@ void append(std::vector<token_id>& out, const std::vector<token_id>& ids) {
 }
 
 }  // namespace
-
-std::string normalize_question(const std::string& question) {
-    std::string q = question;
-    if (q.empty() || q.back() != '?') q += '?';
-    const size_t n = std::min(q.size(), unicode::utf8_seq_len(static_cast<uint8_t>(q[0])));
-    return eval::to_lower(std::string_view(q).substr(0, n)) + q.substr(n);
-}
-
-rag_prompt_text musique_prompt(const std::vector<rag_passage>& passages,
-                               const std::string& question) {
-    rag_prompt_text t;
-    t.system = k_musique_instruction;
-    t.preamble = k_musique_preamble;
-    t.chunks.reserve(passages.size());
-    for (const rag_passage& p : passages) t.chunks.push_back(p.title + "\n\n" + p.text + "\n\n");
-    t.question = k_musique_query + normalize_question(question) + "\nAnswer:";
-    return t;
-}
 
 rag_prompt_text default_rag_prompt(const std::vector<std::string>& passages,
                                    const std::string& question) {

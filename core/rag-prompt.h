@@ -1,4 +1,4 @@
-// Prompt assembly for blended RAG requests (DESIGN.md §4, §9): system text, a plain preamble,
+// Prompt assembly for blended RAG requests (DESIGN.md §4): system text, a plain preamble,
 // passages and a question become a blend_request [P][C1]..[Ck][Q] inside the model's chat
 // template. The template is rendered once around a sentinel user message and split there, so P is
 // [system turn + user opening + preamble] and Q is [question + user closing + assistant opening].
@@ -24,24 +24,11 @@ struct rag_prompt_text {
     std::string question;             // plain text after the chunks, before the template tail
 };
 
-struct rag_passage {
-    std::string title;
-    std::string text;
-};
-
-// The paper's musique prompt (reference §1.10): its instruction as the system message,
-// "Passages:\n" as the preamble, chunk = title + "\n\n" + text + "\n\n", and the query
-// "\n\nAnswer the question directly ... \nQuestion:" + normalize_question(q) + "\nAnswer:".
-rag_prompt_text musique_prompt(const std::vector<rag_passage>& passages,
-                               const std::string& question);
-
 // The `blend` subcommand's format: a short instruction, "Passages:\n\n", each passage with its
 // trailing whitespace trimmed and "\n\n" appended, then "Question: " + q + "\nAnswer:".
+// (Dataset layouts such as the paper's musique prompt live in the eval library, eval/.)
 rag_prompt_text default_rag_prompt(const std::vector<std::string>& passages,
                                    const std::string& question);
-
-// The reference's normalize_question: appends "?" when missing and lowercases the first letter.
-std::string normalize_question(const std::string& question);
 
 // The template around a request: head = everything before the user content (system turn and the
 // user opening), tail = everything after it (user closing and assistant opening).

@@ -54,10 +54,8 @@ CBL_API cbl_status cbl_x_session_set_blend(cbl_session *session, const cbl_x_ble
 
 #define CBL_X_PROMPT_CHUNKS  0 /* the layout of cbl_session_prefill_chunks (system and preamble
                                   must be NULL) */
-#define CBL_X_PROMPT_MUSIQUE 1 /* the CacheBlend paper's musique prompt: its instruction as the
-                                  system message, "Passages:\n", each chunk "title\n\ntext\n\n",
-                                  the question normalized as the paper's code does (system and
-                                  preamble must be NULL) */
+/* 1 was CBL_X_PROMPT_MUSIQUE: dataset layouts now live in the evaluation library (eval/, not
+   installed), which passes them as CUSTOM. The number is not reused. */
 #define CBL_X_PROMPT_CUSTOM  2 /* system, preamble, chunks and question taken literally */
 
 typedef struct cbl_x_prompt {
@@ -67,7 +65,6 @@ typedef struct cbl_x_prompt {
     const char *preamble;        /* CUSTOM: plain text before the first chunk (NULL = none) */
     const char *const *chunks;   /* in prompt order */
     const size_t *lens;          /* NULL: the chunks are NUL-terminated */
-    const char *const *titles;   /* MUSIQUE: one title per chunk (NULL = all empty) */
     size_t n_chunks;
     const char *question;
 } cbl_x_prompt;
@@ -164,28 +161,6 @@ CBL_API cbl_status cbl_x_model_path(const char *name_or_path, char **out);
 /** The cache folder of named models, ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models. Free *out
  *  with cbl_free. */
 CBL_API cbl_status cbl_x_model_cache_dir(char **out);
-
-/* ---- evaluation metrics of DESIGN §9 (the paper's definitions) ---- */
-
-/** The answer part of a generation: the first non-empty line, "Yes"/"No" mapped as the paper's
- *  code does. Free *out with cbl_free. */
-CBL_API cbl_status cbl_x_eval_parse_answer(const char *generation, char **out);
-/** SQuAD normalization: lowercase, ASCII punctuation and articles removed, white space folded.
- *  Free *out with cbl_free. */
-CBL_API cbl_status cbl_x_eval_normalize(const char *text, char **out);
-/** Word F1 of two answers after normalization (1 when both are empty). */
-CBL_API double cbl_x_eval_word_f1(const char *prediction, const char *reference);
-/** Best word F1 of a generation's answer (cbl_x_eval_parse_answer) against the gold answers. */
-CBL_API double cbl_x_eval_answer_f1(const char *generation, const char *const *golds,
-                                    size_t n_golds);
-/** F1 of two token-id multisets (the paper's F1 on token ids). */
-CBL_API double cbl_x_eval_token_f1(const int32_t *prediction, size_t n_prediction,
-                                   const int32_t *reference, size_t n_reference);
-/** KL(softmax(p) || softmax(q)) of two logit vectors of n entries, in nats. */
-CBL_API double cbl_x_eval_kl_logits(const float *p_logits, const float *q_logits, size_t n);
-/** 95% paired-bootstrap interval of mean(a - b) (1000 resamples, fixed seed). */
-CBL_API cbl_status cbl_x_eval_paired_bootstrap(const double *a, const double *b, size_t n,
-                                               double *out_lo, double *out_hi);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 // Experimental C API (cacheblend_experimental.h): blending knobs, prompt layouts, first-token
-// logits and the evaluation metrics, for the CLI's `blend` and `eval` and for research tools.
+// logits and calibration records, for the CLI's `blend` and `eval` and for research tools (the
+// metrics themselves are in the evaluation library, eval/).
 #include "cacheblend_experimental.h"
 
 #include <cmath>
@@ -15,7 +16,6 @@
 #include "capi/src/params.h"
 #include "core/calibration.h"
 #include "core/error.h"
-#include "core/eval-metrics.h"
 #include "core/model.h"
 #include "core/rag-prompt.h"
 
@@ -96,19 +96,8 @@ cacheblend::rag_prompt_text to_text(const char* fn, const cbl_x_prompt& p) {
     if (p.format != CBL_X_PROMPT_CUSTOM && (p.system || p.preamble)) {
         throw bad("system and preamble apply to CBL_X_PROMPT_CUSTOM only");
     }
-    if (p.titles && p.format != CBL_X_PROMPT_MUSIQUE) {
-        throw bad("titles apply to CBL_X_PROMPT_MUSIQUE only");
-    }
     switch (p.format) {
         case CBL_X_PROMPT_CHUNKS: return cacheblend::default_rag_prompt(chunks, p.question);
-        case CBL_X_PROMPT_MUSIQUE: {
-            std::vector<cacheblend::rag_passage> passages(chunks.size());
-            for (size_t i = 0; i < chunks.size(); ++i) {
-                passages[i].title = p.titles && p.titles[i] ? p.titles[i] : "";
-                passages[i].text = std::move(chunks[i]);
-            }
-            return cacheblend::musique_prompt(passages, p.question);
-        }
         case CBL_X_PROMPT_CUSTOM: {
             cacheblend::rag_prompt_text t;
             t.system = p.system ? p.system : "";
@@ -259,72 +248,6 @@ cbl_status cbl_x_default_model_path(char** out) {
     return CBL_API_GUARD({
         if (!out) return invalid(cbl_fn, "out is required");
         return copy_out(cacheblend::default_model_path(), out);
-    });
-}
-
-cbl_status cbl_x_eval_parse_answer(const char* generation, char** out) {
-    if (out) *out = nullptr;
-    return CBL_API_GUARD({
-        if (!generation || !out) return invalid(cbl_fn, "generation and out are required");
-        return copy_out(cacheblend::eval::parse_generation(generation), out);
-    });
-}
-
-cbl_status cbl_x_eval_normalize(const char* text, char** out) {
-    if (out) *out = nullptr;
-    return CBL_API_GUARD({
-        if (!text || !out) return invalid(cbl_fn, "text and out are required");
-        return copy_out(cacheblend::eval::normalize_answer(text), out);
-    });
-}
-
-double cbl_x_eval_word_f1(const char* prediction, const char* reference) {
-    try {
-        return cacheblend::eval::word_f1(prediction ? prediction : "", reference ? reference : "");
-    } catch (...) {
-        return 0;
-    }
-}
-
-double cbl_x_eval_answer_f1(const char* generation, const char* const* golds, size_t n_golds) {
-    try {
-        std::vector<std::string> g;
-        for (size_t i = 0; golds && i < n_golds; ++i) {
-            if (golds[i]) g.emplace_back(golds[i]);
-        }
-        return cacheblend::eval::answer_f1(generation ? generation : "", g);
-    } catch (...) {
-        return 0;
-    }
-}
-
-double cbl_x_eval_token_f1(const int32_t* prediction, size_t n_prediction,
-                           const int32_t* reference, size_t n_reference) {
-    try {
-        const std::vector<int32_t> p(prediction, prediction ? prediction + n_prediction : prediction);
-        const std::vector<int32_t> r(reference, reference ? reference + n_reference : reference);
-        return cacheblend::eval::overlap_f1(p, r);
-    } catch (...) {
-        return 0;
-    }
-}
-
-double cbl_x_eval_kl_logits(const float* p_logits, const float* q_logits, size_t n) {
-    if (!p_logits || !q_logits || n == 0) return std::nan("");
-    return cacheblend::eval::kl_divergence_logits(p_logits, q_logits, static_cast<int64_t>(n));
-}
-
-cbl_status cbl_x_eval_paired_bootstrap(const double* a, const double* b, size_t n,
-                                       double* out_lo, double* out_hi) {
-    return CBL_API_GUARD({
-        if (!out_lo || !out_hi || (n > 0 && (!a || !b))) {
-            return invalid(cbl_fn, "a, b, out_lo and out_hi are required");
-        }
-        const cacheblend::eval::interval ci = cacheblend::eval::paired_bootstrap_ci(
-            std::vector<double>(a, a + n), std::vector<double>(b, b + n));
-        *out_lo = ci.lo;
-        *out_hi = ci.hi;
-        return CBL_OK;
     });
 }
 

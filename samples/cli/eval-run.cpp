@@ -11,7 +11,10 @@
 #include "blend-common.h"
 #include "commands.h"
 #include "cacheblend_experimental.h"
+#include "eval-metrics.h"
+#include "musique-prompt.h"
 #include "progress-bar.h"
+#include "prompt-view.h"
 
 namespace cacheblend::cli {
 namespace {
@@ -31,76 +34,40 @@ std::vector<int32_t> token_ids(const cbl_model* m, const std::string& text) {
     return ids;
 }
 
-std::string normalized(const std::string& text) {
-    char* out = nullptr;
-    check(cbl_x_eval_normalize(text.c_str(), &out));
-    std::string s(out);
-    cbl_free(out);
-    return s;
-}
-
 // The paper's F1 on token ids (reference §1.11), with this model's tokenizer: reported next to
 // the word F1 for comparison with the paper's numbers.
 double token_id_f1(const cbl_model* m, const std::string& answer,
                    const std::vector<std::string>& golds) {
     if (golds.empty()) return k_nan;
-    const std::vector<int32_t> pred = token_ids(m, normalized(answer));
+    const std::vector<int32_t> pred = token_ids(m, eval::normalize_answer(answer));
     double best = 0;
     for (const std::string& g : golds) {
-        const std::vector<int32_t> ref = token_ids(m, normalized(g));
-        best = std::max(best, cbl_x_eval_token_f1(pred.data(), pred.size(), ref.data(),
-                                                  ref.size()));
+        const std::vector<int32_t> ref = token_ids(m, eval::normalize_answer(g));
+        best = std::max(best, eval::overlap_f1(pred, ref));
     }
     return best;
-}
-
-double mean(const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
-// numpy's default percentile: linear interpolation between order statistics.
-double percentile(std::vector<double> v, double q) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
-    const auto lo = static_cast<size_t>(pos);
-    const size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 int argmax(const float* x, size_t n) {
     return static_cast<int>(std::max_element(x, x + n) - x);
 }
 
-// One record's prompt in the paper's layout; the pointers refer to the dataset's strings.
+// One record's prompt in the paper's layout (the eval library's texts, passed literally).
 struct musique_request {
-    std::vector<const char*> chunks, titles;
-    std::vector<size_t> lens;
-    cbl_x_prompt prompt{};
+    eval::prompt_view prompt;
     int64_t n_tokens = 0;
 
     musique_request() = default;
-    explicit musique_request(const qa_record& r) {
-        for (const qa_passage& p : r.ctxs) {
-            chunks.push_back(p.text.data());
-            lens.push_back(p.text.size());
-            titles.push_back(p.title.c_str());
-        }
-        cbl_x_prompt_init(&prompt);
-        prompt.format = CBL_X_PROMPT_MUSIQUE;
-        prompt.chunks = chunks.data();
-        prompt.lens = lens.data();
-        prompt.titles = titles.data();
-        prompt.n_chunks = chunks.size();
-        prompt.question = r.question.c_str();
+    explicit musique_request(const qa_record& r)
+        : prompt(eval::musique_prompt(passages(r), r.question)) {}
+
+private:
+    static std::vector<eval::passage> passages(const qa_record& r) {
+        std::vector<eval::passage> out;
+        out.reserve(r.ctxs.size());
+        for (const qa_passage& p : r.ctxs) out.push_back({p.title, p.text});
+        return out;
     }
-    // The prompt points into the vectors: copies would dangle, moves keep the buffers.
-    musique_request(const musique_request&) = delete;
-    musique_request& operator=(const musique_request&) = delete;
-    musique_request(musique_request&&) = default;
-    musique_request& operator=(musique_request&&) = default;
 };
 
 std::vector<summary> summarize(const std::vector<run_spec>& runs,
@@ -127,22 +94,23 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
         s.n = static_cast<int64_t>(results.size());
         s.n_gold = static_cast<int64_t>(f1.size());
         if (!f1.empty()) {
-            s.f1 = mean(f1);
-            s.f1_token_ids = mean(f1_tok);
-            s.f1_diff = s.f1 - mean(f1_full);
+            s.f1 = eval::mean(f1);
+            s.f1_token_ids = eval::mean(f1_tok);
+            s.f1_diff = s.f1 - eval::mean(f1_full);
             if (k > 0) {
-                check(cbl_x_eval_paired_bootstrap(f1.data(), f1_full.data(), f1.size(),
-                                                  &s.f1_ci_lo, &s.f1_ci_hi));
+                const eval::interval ci = eval::paired_bootstrap_ci(f1, f1_full);
+                s.f1_ci_lo = ci.lo;
+                s.f1_ci_hi = ci.hi;
             }
         }
-        s.fidelity_f1 = mean(fid);
-        s.agreement = mean(agree);
-        s.kl = mean(kl);
-        s.ttft_mean = mean(ttft);
-        s.ttft_p50 = percentile(ttft, 50);
-        s.ttft_p95 = percentile(ttft, 95);
-        s.recomputed_mean = mean(recomputed);
-        s.reused_mean = mean(reused);
+        s.fidelity_f1 = eval::mean(fid);
+        s.agreement = eval::mean(agree);
+        s.kl = eval::mean(kl);
+        s.ttft_mean = eval::mean(ttft);
+        s.ttft_p50 = eval::percentile(ttft, 50);
+        s.ttft_p95 = eval::percentile(ttft, 95);
+        s.recomputed_mean = eval::mean(recomputed);
+        s.reused_mean = eval::mean(reused);
     }
     for (summary& s : out) s.speedup = s.ttft_mean > 0 ? out[0].ttft_mean / s.ttft_mean : 0;
     return out;
@@ -224,7 +192,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     for (size_t i = 0; i < n_records; ++i) {
         reqs[i] = musique_request(data[i]);
         size_t n = 0;
-        check(cbl_x_prompt_tokens(m.get(), &reqs[i].prompt, &n));
+        check(cbl_x_prompt_tokens(m.get(), reqs[i].prompt.get(), &n));
         reqs[i].n_tokens = static_cast<int64_t>(n);
         if (n >= n_train) {
             std::fprintf(stderr, "eval: skipping record %zu: %zu prompt tokens exceed the "
@@ -258,7 +226,9 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
 
     // Warm the store: every passage of every record in range, before anything is timed.
     {
-        for (size_t i : todo) meta.warm_chunks += static_cast<int64_t>(reqs[i].prompt.n_chunks);
+        for (size_t i : todo) {
+            meta.warm_chunks += static_cast<int64_t>(reqs[i].prompt.get()->n_chunks);
+        }
         progress_bar bar("warming KV store", meta.warm_chunks, !json,
                          when_redirected::log_lines);
         const auto t = clock_type::now();
@@ -266,9 +236,9 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         size_t r = 0;
         for (size_t i : todo) {
             size_t computed = 0;
-            check(cbl_x_session_precompute_prompt(sess.get(), &reqs[i].prompt, &computed));
+            check(cbl_x_session_precompute_prompt(sess.get(), reqs[i].prompt.get(), &computed));
             meta.warm_computed += static_cast<int64_t>(computed);
-            done += static_cast<int64_t>(reqs[i].prompt.n_chunks);
+            done += static_cast<int64_t>(reqs[i].prompt.get()->n_chunks);
             bar.update(done);
             bar.log_line(log_name + ": warming KV store: record " + std::to_string(++r) + "/" +
                          std::to_string(todo.size()) + ", " +
@@ -287,7 +257,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     // One untimed request sized to the longest prompt, so no timed run pays for growing the
     // engine's scratch buffers.
     set_run(CBL_MODE_REUSE, 0.f);
-    check(cbl_x_session_prefill_prompt(sess.get(), &reqs[longest_at].prompt, nullptr));
+    check(cbl_x_session_prefill_prompt(sess.get(), reqs[longest_at].prompt.get(), nullptr));
 
     std::vector<record_result>& results = run.results;
     results.reserve(todo.size());
@@ -304,12 +274,10 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         rec.index = i;
         rec.prompt_tokens = reqs[i].n_tokens;
         const std::vector<std::string>& golds = data[i].answers;
-        std::vector<const char*> gold_ptrs;
-        for (const std::string& g : golds) gold_ptrs.push_back(g.c_str());
         for (size_t k = 0; k < runs.size(); ++k) {
             bar.set_label("evaluating record " + of + " (" + runs[k].label + ")");
             set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : 0.15f);
-            check(cbl_x_session_prefill_prompt(sess.get(), &reqs[i].prompt, nullptr));
+            check(cbl_x_session_prefill_prompt(sess.get(), reqs[i].prompt.get(), nullptr));
             cbl_answer* a_raw = nullptr;
             check(cbl_session_generate(sess.get(), &gp, &a_raw));
             const answer_ptr answer(a_raw);
@@ -326,23 +294,22 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
             if (k == 0) std::copy(logits, logits + n_vocab, full_logits.begin());
             r.first_token = argmax(logits, n_vocab);
             r.first_token_kl =
-                k == 0 ? 0.0 : cbl_x_eval_kl_logits(full_logits.data(), logits, n_vocab);
+                k == 0 ? 0.0
+                       : eval::kl_divergence_logits(full_logits.data(), logits,
+                                                    static_cast<int64_t>(n_vocab));
 
             r.ttft_ms = r.stats.ttft_ms;
             r.text = cbl_answer_text(answer.get());
             size_t n_tok = 0;
             const int32_t* toks = cbl_answer_tokens(answer.get(), &n_tok);
             r.tokens.assign(toks, toks + n_tok);
-            char* parsed = nullptr;
-            check(cbl_x_eval_parse_answer(r.text.c_str(), &parsed));
-            r.answer = parsed;
-            cbl_free(parsed);
+            r.answer = eval::parse_generation(r.text);
             if (!golds.empty()) {
-                r.f1 = cbl_x_eval_answer_f1(r.text.c_str(), gold_ptrs.data(), gold_ptrs.size());
+                r.f1 = eval::answer_f1(r.text, golds);
                 r.f1_token_ids = token_id_f1(m.get(), r.answer, golds);
             }
             const run_result& full = k == 0 ? r : rec.runs[0];
-            r.fidelity_f1 = cbl_x_eval_word_f1(r.answer.c_str(), full.answer.c_str());
+            r.fidelity_f1 = eval::word_f1(r.answer, full.answer);
             r.first_token_agree = r.first_token == full.first_token;
             rec.runs.push_back(std::move(r));
             bar.update(++done);

@@ -30,6 +30,13 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 [[ -f $prefix/include/cacheblend.h ]] || { echo "header not installed" >&2; exit 1; }
 pc=$(find "$prefix" -name cacheblend.pc -print -quit)
 [[ -n $pc ]] || { echo "cacheblend.pc not installed" >&2; exit 1; }
+# The evaluation library (eval/) is for the CLI and the tests: neither it nor the old
+# cbl_x_eval_* declarations are installed (issue 12).
+evl=$(find "$prefix" -name '*cacheblend_eval*' -o -name 'eval-metrics.h' | head -n 1)
+[[ -z $evl ]] || { echo "evaluation library installed: $evl" >&2; exit 1; }
+if grep -rq 'cbl_x_eval_' "$prefix/include"; then
+  echo "installed headers declare cbl_x_eval_ functions" >&2; exit 1
+fi
 
 # 1. find_package
 cmake -S "$src/tests/install/consumer" -B "$work/fp" -DCMAKE_PREFIX_PATH="$prefix" \

@@ -1,4 +1,4 @@
-// RAG prompt assembly: the paper's musique texts, the chat-template split, and on the real model
+// RAG prompt assembly: the default texts, the chat-template split, and on the real model
 // that P + chunks + Q decodes to exactly the rendered conversation, that passage text never
 // becomes special tokens, and that a chunk's tokens do not depend on where it sits.
 #include <algorithm>
@@ -25,6 +25,21 @@ bool has_control_token(const tokenizer& t, const std::vector<token_id>& ids) {
     });
 }
 
+// A prompt with a system message and titled passages, in the shape of the eval library's musique
+// layout (the texts themselves are tested in tests/unit/test_eval_prompts.cpp).
+struct titled {
+    std::string title;
+    std::string text;
+};
+rag_prompt_text titled_prompt(const std::vector<titled>& passages, const std::string& question) {
+    rag_prompt_text t;
+    t.system = "Answer within 5 words.";
+    t.preamble = "Passages:\n";
+    for (const titled& p : passages) t.chunks.push_back(p.title + "\n\n" + p.text + "\n\n");
+    t.question = "\n\nAnswer directly. \nQuestion:" + question + "\nAnswer:";
+    return t;
+}
+
 class RagPromptModel : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -35,31 +50,6 @@ protected:
 };
 
 }  // namespace
-
-TEST(RagPrompt, NormalizeQuestionLikeTheReference) {
-    EXPECT_EQ(normalize_question("Where was the author educated at?"),
-              "where was the author educated at?");
-    EXPECT_EQ(normalize_question("Who wrote Hamlet"), "who wrote Hamlet?");
-    EXPECT_EQ(normalize_question("already lower?"), "already lower?");
-    EXPECT_EQ(normalize_question("\u00c9tienne was born where"), "\u00e9tienne was born where?");
-    EXPECT_EQ(normalize_question(""), "?");
-}
-
-TEST(RagPrompt, MusiqueTextsAreThePapers) {
-    const rag_prompt_text t =
-        musique_prompt({{"", "passage one."}, {"Title", "passage two."}}, "Who is it");
-    EXPECT_EQ(t.system,
-              "You will be asked a question after reading several passages. Please directly "
-              "answer the question based on the given passages. Do NOT repeat the question. The "
-              "answer should be within 5 words..");
-    EXPECT_EQ(t.preamble, "Passages:\n");
-    ASSERT_EQ(t.chunks.size(), 2u);
-    EXPECT_EQ(t.chunks[0], "\n\npassage one.\n\n");
-    EXPECT_EQ(t.chunks[1], "Title\n\npassage two.\n\n");
-    EXPECT_EQ(t.question,
-              "\n\nAnswer the question directly based on the given passages. Do NOT repeat the "
-              "question. The answer should be within 5 words. \nQuestion:who is it?\nAnswer:");
-}
 
 TEST(RagPrompt, DefaultFormat) {
     const rag_prompt_text t = default_rag_prompt({"First doc.\n\n\n", "Second doc."}, "Why?");
@@ -95,12 +85,12 @@ TEST(RagPrompt, SplitsChatTemplates) {
 TEST_F(RagPromptModel, ConcatenationDecodesToTheRenderedConversation) {
     const tokenizer& t = model_->vocab();
     const chat_format cf = rag_chat_format(*model_);
-    const std::vector<rag_passage> passages = {
+    const std::vector<titled> passages = {
         {"", "the amazon river flows through brazil, peru and colombia."},
         {"", "mount kilimanjaro is a dormant volcano in tanzania ( 5, 895 m )."},
         {"Danube", "The Danube rises in the Black Forest \u2013 and reaches the Black Sea."},
     };
-    const rag_prompt_text text = musique_prompt(passages, "Where is Kilimanjaro");
+    const rag_prompt_text text = titled_prompt(passages, "where is Kilimanjaro?");
     const blend_request r = build_blend_request(*model_, text);
     ASSERT_EQ(r.chunks.size(), 3u);
 
@@ -143,11 +133,11 @@ TEST_F(RagPromptModel, SpecialTokenTextInPassagesStaysPlain) {
 }
 
 TEST_F(RagPromptModel, ChunkTokensDoNotDependOnNeighbours) {
-    const std::vector<rag_passage> a = {{"", "alpha beta."}, {"", "shared passage text."}};
-    const std::vector<rag_passage> b = {{"", "shared passage text."}, {"", "gamma."},
+    const std::vector<titled> a = {{"", "alpha beta."}, {"", "shared passage text."}};
+    const std::vector<titled> b = {{"", "shared passage text."}, {"", "gamma."},
                                         {"", "delta epsilon."}};
-    const blend_request ra = build_blend_request(*model_, musique_prompt(a, "q1"));
-    const blend_request rb = build_blend_request(*model_, musique_prompt(b, "another q"));
+    const blend_request ra = build_blend_request(*model_, titled_prompt(a, "q1"));
+    const blend_request rb = build_blend_request(*model_, titled_prompt(b, "another q"));
     EXPECT_EQ(ra.chunks[1], rb.chunks[0]);
     EXPECT_EQ(ra.preamble, rb.preamble);  // same P: the chunk's KV key is shared
 }

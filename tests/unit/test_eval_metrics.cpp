@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/eval-metrics.h"
+#include "eval-metrics.h"
 #include "util/test-util.h"
 
 using namespace cacheblend::eval;

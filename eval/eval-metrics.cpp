@@ -1,4 +1,4 @@
-#include "core/eval-metrics.h"
+#include "eval-metrics.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,8 @@
 // Evaluation metrics for comparing prefill modes (DESIGN.md §9): the CacheBlend reference's
 // answer parsing and SQuAD normalization (reference §1.11, example/utils.py), word-level and
 // token-id F1, KL divergence of first-token distributions, percentiles and a paired bootstrap.
-// Pure functions with no I/O, so they are unit-tested without a model.
+// Pure functions with no I/O, so they are unit-tested without a model. Part of the eval library
+// (eval/CMakeLists.txt): the CLI and the tests link it; the shipped libcacheblend does not.
 #pragma once
 
 #include <cstdint>
