@@ -1,9 +1,9 @@
-// Calibrated recompute ratios (DESIGN §4, quality guard): `cacheblend calibrate` measures blending
-// fidelity against full prefill for one model and KV format and records the smallest ratio that
-// met its target; sessions asking for the calibrated ratio use it, and run full when no ratio
-// below 1 met the target. Records live in the KV store's folder, one small text file
-// ("calibration", 0600), replaced atomically (temp file, fsync, rename, folder fsync), so every
-// process sharing the store sees either the old or the new set.
+// Calibrated recompute ratios (quality guard; docs/ARCHITECTURE.md, 'Blended prefill'): `cacheblend
+// calibrate` measures blending fidelity against full prefill for one model and KV format and
+// records the smallest ratio that met its target; sessions asking for the calibrated ratio use it,
+// and run full when no ratio below 1 met the target. Records live in the KV store's folder, one
+// small text file ("calibration", 0600), replaced atomically (temp file, fsync, rename, folder
+// fsync), so every process sharing the store sees either the old or the new set.
 #pragma once
 
 #include <cstdint>

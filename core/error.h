@@ -1,5 +1,5 @@
-// Internal error type. Status numbers are the C ABI's cbl_status values (STYLE.md §4) so the
-// capi guard can pass them through unchanged; core does not include the C header.
+// Internal error type. Status numbers are the C ABI's cbl_status values (docs/ARCHITECTURE.md, 'C
+// ABI') so the capi guard can pass them through unchanged; core does not include the C header.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// Swappable file I/O for the KV store (STYLE.md §12): the store never calls the OS directly, so
-// tests can fail any write, fsync, rename or read (tests/util/faulty-io.h). Every call returns 0
-// or an errno value and never throws (except std::bad_alloc); EINTR and short transfers are the
-// implementation's business, not the caller's.
+// Swappable file I/O for the KV store (docs/ARCHITECTURE.md, 'KV store'): the store never calls the
+// OS directly, so tests can fail any write, fsync, rename or read (tests/util/faulty-io.h). Every
+// call returns 0 or an errno value and never throws (except std::bad_alloc); EINTR and short
+// transfers are the implementation's business, not the caller's.
 #pragma once
 
 #include <cstddef>

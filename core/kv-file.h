@@ -1,5 +1,6 @@
-// The chunk KV file format (DESIGN.md §5, STYLE.md §10). Self-describing: a file alone says which
-// model, KV format, shape, chunk key and tokens it holds, and every byte is covered by a checksum.
+// The chunk KV file format (docs/ARCHITECTURE.md, 'KV store'). Self-describing: a file alone says
+// which model, KV format, shape, chunk key and tokens it holds, and every byte is covered by a
+// checksum.
 //
 // Version 2, all integers little-endian:
 //   0    8  magic "CBLKVST\0"

@@ -1,8 +1,9 @@
-// Content-addressed chunk KV store on SSD (DESIGN.md §5). One file per chunk holding, per layer,
-// K before RoPE and V for the chunk's tokens, so the blending engine can stream layer by layer and
-// rotate K to any position. Files are written atomically, verified on read (header + per-layer
-// checksums) and indexed in SQLite (WAL) so threads and processes share one store under a byte
-// budget with LRU eviction. A corrupt, truncated or foreign file is a miss: removed, never used.
+// Content-addressed chunk KV store on SSD (docs/ARCHITECTURE.md, 'KV store'). One file per chunk
+// holding, per layer, K before RoPE and V for the chunk's tokens, so the blending engine can stream
+// layer by layer and rotate K to any position. Files are written atomically, verified on read
+// (header + per-layer checksums) and indexed in SQLite (WAL) so threads and processes share one
+// store under a byte budget with LRU eviction. A corrupt, truncated or foreign file is a miss:
+// removed, never used.
 #pragma once
 
 #include <cstdint>

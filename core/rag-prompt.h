@@ -1,9 +1,10 @@
-// Prompt assembly for blended RAG requests (DESIGN.md §4): system text, a plain preamble,
-// passages and a question become a blend_request [P][C1]..[Ck][Q] inside the model's chat
-// template. The template is rendered once around a sentinel user message and split there, so P is
-// [system turn + user opening + preamble] and Q is [question + user closing + assistant opening].
-// Every piece is tokenized on its own: a chunk's tokens never depend on its neighbours (its KV key
-// stays the same wherever it appears), and only template text may produce special tokens.
+// Prompt assembly for blended RAG requests (docs/ARCHITECTURE.md, 'Blended prefill'): system text,
+// a plain preamble, passages and a question become a blend_request [P][C1]..[Ck][Q] inside the
+// model's chat template. The template is rendered once around a sentinel user message and split
+// there, so P is [system turn + user opening + preamble] and Q is [question + user closing +
+// assistant opening]. Every piece is tokenized on its own: a chunk's tokens never depend on its
+// neighbours (its KV key stays the same wherever it appears), and only template text may produce
+// special tokens.
 #pragma once
 
 #include <string>

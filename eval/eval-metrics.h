@@ -1,8 +1,9 @@
-// Evaluation metrics for comparing prefill modes (DESIGN.md §9): the CacheBlend reference's
-// answer parsing and SQuAD normalization (reference §1.11, example/utils.py), word-level and
-// token-id F1, KL divergence of first-token distributions, percentiles and a paired bootstrap.
-// Pure functions with no I/O, so they are unit-tested without a model. Part of the eval library
-// (eval/CMakeLists.txt): the CLI and the tests link it; the shipped libcacheblend does not.
+// Evaluation metrics for comparing prefill modes (docs/ARCHITECTURE.md, 'Evaluation'): the
+// CacheBlend reference's answer parsing and SQuAD normalization (reference §1.11,
+// example/utils.py), word-level and token-id F1, KL divergence of first-token distributions,
+// percentiles and a paired bootstrap. Pure functions with no I/O, so they are unit-tested without a
+// model. Part of the eval library (eval/CMakeLists.txt): the CLI and the tests link it; the shipped
+// libcacheblend does not.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ double overlap_f1(const std::vector<int32_t>& pred, const std::vector<int32_t>& 
 // F1 over the words of normalize_answer(pred) and normalize_answer(gold); no parsing.
 double word_f1(std::string_view pred, std::string_view gold);
 
-// DESIGN §9 answer F1: parse_generation(generation), then the best word_f1 over the gold answers
+// Answer F1: parse_generation(generation), then the best word_f1 over the gold answers
 // (0 when there are none).
 double answer_f1(std::string_view generation, const std::vector<std::string>& golds);
 

@@ -156,7 +156,7 @@ std::unique_ptr<catalog> catalog::open(const std::string& path) {
     // The catalog's text is what search returns: one others could write is not ours to trust.
     require_private_path("catalog", path, false);
     std::unique_ptr<catalog> c(new catalog(path));
-    // The catalog holds document text: owner-only, like the KV store (DESIGN.md §5).
+    // The catalog holds document text: owner-only, like the KV store (docs/data-dir.md).
     const mode_t old = ::umask(077);
     const int rc = sqlite3_open_v2(path.c_str(), &c->db_,
                                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |

@@ -1,9 +1,10 @@
-// The chunk catalog (DESIGN.md §6): documents, chunks (text, source offsets for citations, LLM
-// tokens, KV key, embedding) and an FTS5 index over chunk text, in one SQLite file (WAL, schema
-// migrations by PRAGMA user_version, parameterized SQL only). The catalog is the source of truth:
-// the FAISS index and the KV store are derived from it and rebuilt or cleaned up from it.
-// Thread-safe: one connection behind a mutex; several processes may share the file (WAL + busy
-// timeout). Every failure throws cacheblend::error(status::catalog) with SQLite's code and message.
+// The chunk catalog (docs/ARCHITECTURE.md, 'Retrieval'): documents, chunks (text, source offsets
+// for citations, LLM tokens, KV key, embedding) and an FTS5 index over chunk text, in one SQLite
+// file (WAL, schema migrations by PRAGMA user_version, parameterized SQL only). The catalog is the
+// source of truth: the FAISS index and the KV store are derived from it and rebuilt or cleaned up
+// from it. Thread-safe: one connection behind a mutex; several processes may share the file (WAL +
+// busy timeout). Every failure throws cacheblend::error(status::catalog) with SQLite's code and
+// message.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
-// Token-aware chunking (DESIGN.md §6): a chunk is the unit of everything (one catalog row, one
-// vector, one KV file), so it is measured in the LLM's own tokens. Text is cut into sentences
-// (and lines), packed greedily up to max_tokens, and cut preferably at a paragraph break once the
-// chunk holds at least half its budget. A sentence longer than the budget is split between words
-// (between characters when it has no spaces). Chunks never overlap and never split a UTF-8
-// character; whitespace between chunks belongs to none.
+// Token-aware chunking (docs/ARCHITECTURE.md, 'Retrieval'): a chunk is the unit of everything (one
+// catalog row, one vector, one KV file), so it is measured in the LLM's own tokens. Text is cut
+// into sentences (and lines), packed greedily up to max_tokens, and cut preferably at a paragraph
+// break once the chunk holds at least half its budget. A sentence longer than the budget is split
+// between words (between characters when it has no spaces). Chunks never overlap and never split a
+// UTF-8 character; whitespace between chunks belongs to none.
 #pragma once
 
 #include <cstddef>

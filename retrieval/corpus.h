@@ -1,4 +1,5 @@
-// Document ingestion into a data directory (DESIGN.md §2, §6):
+// Document ingestion into a data directory (docs/ARCHITECTURE.md, 'Ingest path';
+// docs/data-dir.md):
 //   DIR/catalog.db      the SQLite catalog (truth)
 //   DIR/vectors.faiss   the FAISS index (derived; rebuilt when missing, corrupt or stale)
 // and, when the caller passes one, a KV store whose files the catalog's KV keys name.

@@ -1,9 +1,10 @@
-// The dense retriever's index (DESIGN.md §6): FAISS IndexIDMap2 over Flat (default), HNSW or IVF
-// chosen by factory string, inner product on L2-normalized vectors, ids = catalog chunk ids. It is
-// derived data: saved next to the catalog in one checksummed file stamped with the catalog's
-// vector_version, and rebuilt from the catalog's embeddings when missing, corrupt or stale.
-// HNSW cannot remove vectors: removed ids are filtered at search time and the index is rebuilt
-// once they pass a share of it. Thread-safe: searches run in parallel, adds/removes exclusively.
+// The dense retriever's index (docs/ARCHITECTURE.md, 'Retrieval'): FAISS IndexIDMap2 over Flat
+// (default), HNSW or IVF chosen by factory string, inner product on L2-normalized vectors, ids =
+// catalog chunk ids. It is derived data: saved next to the catalog in one checksummed file stamped
+// with the catalog's vector_version, and rebuilt from the catalog's embeddings when missing,
+// corrupt or stale. HNSW cannot remove vectors: removed ids are filtered at search time and the
+// index is rebuilt once they pass a share of it. Thread-safe: searches run in parallel,
+// adds/removes exclusively.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// Hybrid retrieval (DESIGN.md §6): FTS5 BM25 and dense (FAISS) candidates fused by reciprocal-rank
-// fusion, metadata filters applied to both, top-k chunks with their citation ranges. Dense search
-// needs an embedder and an index; without them the retriever answers with BM25 alone and says so
-// in the result's notice (never silently).
+// Hybrid retrieval (docs/ARCHITECTURE.md, 'Retrieval'): FTS5 BM25 and dense (FAISS) candidates
+// fused by reciprocal-rank fusion, metadata filters applied to both, top-k chunks with their
+// citation ranges. Dense search needs an embedder and an index; without them the retriever answers
+// with BM25 alone and says so in the result's notice (never silently).
 #pragma once
 
 #include <cstdint>

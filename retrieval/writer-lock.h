@@ -1,4 +1,4 @@
-// One writer at a time per data directory, across threads and processes (DESIGN.md §6): ingest,
+// One writer at a time per data directory, across threads and processes (docs/data-dir.md): ingest,
 // remove, precompute and repair hold an advisory flock(2) on DIR/write.lock; searches and asks
 // never take it (SQLite's WAL gives them consistent reads meanwhile). flock locks belong to the
 // open file description, so two corpora over the same folder in one process exclude each other

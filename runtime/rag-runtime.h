@@ -1,8 +1,8 @@
-// The product's one-call set-up and its request path (DESIGN.md §2, §7): a rag_runtime owns the
-// model, the chunk KV store and the corpus (catalog + FAISS index + embedder) of one data
-// directory; a rag_session runs one request at a time over it: retrieve, assemble the prompt within
-// the context, blended prefill, generate, store what was computed from scratch. The C ABI and the
-// CLI are thin layers over these two classes.
+// The product's one-call set-up and its request path (docs/ARCHITECTURE.md, 'Ask path'): a
+// rag_runtime owns the model, the chunk KV store and the corpus (catalog + FAISS index + embedder)
+// of one data directory; a rag_session runs one request at a time over it: retrieve, assemble the
+// prompt within the context, blended prefill, generate, store what was computed from scratch. The C
+// ABI and the CLI are thin layers over these two classes.
 //
 // Thread safety: a rag_runtime is shared by any number of threads (searches in parallel, ingests
 // serialized). A rag_session serves one call at a time; cancel() may come from any thread.

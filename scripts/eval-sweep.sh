@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The recompute-ratio sweep (DESIGN §9, §10): full, reuse, then blend at each ratio on the first
-# LIMIT musique records, and a PNG of TTFT and fidelity against r. A benchmark run by hand, not a
-# test: on 2 CPU threads the default 50 records take roughly half an hour (the first run also
-# fills the KV store with every passage, untimed).
+# The recompute-ratio sweep (docs/ARCHITECTURE.md, 'Evaluation'): full, reuse, then blend at each
+# ratio on the first LIMIT musique records, and a PNG of TTFT and fidelity against r. A benchmark
+# run by hand, not a test: on 2 CPU threads the default 50 records take roughly half an hour (the
+# first run also fills the KV store with every passage, untimed).
 #   bash scripts/eval-sweep.sh [DATASET]
 # DATASET defaults to ../shared/cacheblend_inputs/musique_s.json next to the repository.
 # Environment: LIMIT (50), RATIOS (0.05,0.1,0.15,0.2,0.3,1.0), OUT_DIR (build/eval-sweep),

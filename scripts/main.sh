@@ -51,7 +51,7 @@ args=(ask --model "$model" --data "$demo/data" "$question" --k "${CBL_K:-4}"
 echo "main: $cli ${args[*]}" >&2
 out=$("$cli" "${args[@]}")
 
-# The JSON fields are fixed by DESIGN.md §8.
+# The JSON fields are fixed (docs/ARCHITECTURE.md, 'Command-line tool').
 python3 - "$model_name" "$model" "$question" "$out" <<'PY'
 import json, sys
 name, model, question, r = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])

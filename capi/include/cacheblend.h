@@ -1,7 +1,7 @@
 /*
  * libcacheblend: embedded RAG runtime with CacheBlend KV fusion. The stable C ABI.
  *
- * Conventions (see STYLE.md in the design notes):
+ * Conventions (docs/ARCHITECTURE.md, 'C ABI'):
  *  - Every fallible function returns cbl_status (CBL_OK = 0). On failure it records a
  *    thread-local message, readable with cbl_last_error() until the next cbl_ call on the same
  *    thread, and sets every out_* handle to NULL. Success does not clear the message.

@@ -17,7 +17,8 @@
 extern "C" {
 #endif
 
-/* ---- blending knobs (DESIGN §4): replace the session's mode, ratio and selection policy ---- */
+/* ---- blending knobs: replace the session's mode, ratio and selection policy ---- */
+/* (docs/ARCHITECTURE.md, 'Blended prefill') */
 
 /* What a check layer compares between the cached and the recomputed KV of a token. */
 #define CBL_X_DEVIATION_DEFAULT 0 /* CBL_X_DEVIATION_V */
@@ -95,7 +96,7 @@ CBL_API cbl_status cbl_x_session_precompute_prompt(cbl_session *session,
  *  the session. NULL (and *out_n = 0) before any prefill. */
 CBL_API const float *cbl_x_session_logits(const cbl_session *session, size_t *out_n);
 
-/* ---- calibration (DESIGN §4 quality guard): the smallest ratio that met a fidelity target ---- */
+/* ---- calibration (quality guard): the smallest ratio that met a fidelity target ---- */
 
 typedef struct cbl_x_calibration {
     size_t struct_size;  /* set by cbl_x_calibration_init() */

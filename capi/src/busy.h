@@ -1,5 +1,6 @@
-// One call at a time per session (STYLE.md §5): a scope holds the session's busy bit, so a
-// second concurrent call, or a callback calling back into its own session, finds it taken.
+// One call at a time per session (docs/ARCHITECTURE.md, 'Threading and ownership'): a scope holds
+// the session's busy bit, so a second concurrent call, or a callback calling back into its own
+// session, finds it taken.
 #pragma once
 
 #include <string>

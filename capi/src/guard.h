@@ -1,5 +1,5 @@
 // Entry-point guard: maps C++ exceptions to cbl_status plus a thread-local message
-// (STYLE.md §4). Every exported function body runs inside CBL_API_GUARD.
+// (docs/ARCHITECTURE.md, 'C ABI'). Every exported function body runs inside CBL_API_GUARD.
 #pragma once
 
 #include <new>

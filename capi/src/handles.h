@@ -1,5 +1,6 @@
 // What the opaque C handles hold. Each wraps shared ownership of its C++ object, so freeing a
-// handle drops only the caller's reference (children keep their parents alive: STYLE.md §5).
+// handle drops only the caller's reference (children keep their parents alive:
+// docs/ARCHITECTURE.md, 'Threading and ownership').
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,8 @@
-// Sized structs across the ABI (STYLE.md §3): the library reads min(struct_size, sizeof(ours)) of
-// a caller's params, so an older, smaller struct gets defaults for the fields it lacks, and a
-// newer, larger one is refused (CBL_UNSUPPORTED) only when it sets a field this library does not
-// know. Output structs are written the same way: only the bytes the caller's struct has.
+// Sized structs across the ABI (docs/ARCHITECTURE.md, 'C ABI'): the library reads min(struct_size,
+// sizeof(ours)) of a caller's params, so an older, smaller struct gets defaults for the fields it
+// lacks, and a newer, larger one is refused (CBL_UNSUPPORTED) only when it sets a field this
+// library does not know. Output structs are written the same way: only the bytes the caller's
+// struct has.
 #pragma once
 
 #include <cstdlib>

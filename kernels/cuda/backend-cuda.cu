@@ -1,7 +1,7 @@
 // cacheblend::backend on one CUDA device. Ops are queued on the context's stream in call order;
 // upload / download / synchronize order host memory against them. Errors become
 // error(status::device); after a sticky one (the CUDA context is unusable) every later call
-// fails fast with the first message (STYLE.md §4).
+// fails fast with the first message (docs/ARCHITECTURE.md, 'C ABI').
 #include "kernels/cuda/backend-cuda.h"
 
 #include <string>

@@ -3,7 +3,8 @@
 //
 // Status: the backend implements every op of core/backend.h on device memory, but no session
 // uses it yet: the forward engine still reads some activations on the host between ops, and
-// core has no backend registry (STYLE.md §8) to pick "cuda:N" from session params.
+// core has no backend registry (docs/ARCHITECTURE.md, 'Backends') to pick "cuda:N" from session
+// params.
 #pragma once
 
 #include <memory>

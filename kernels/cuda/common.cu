@@ -3,7 +3,7 @@
 namespace cacheblend {
 namespace cuda {
 
-// CBL_DEVICE_OOM (STYLE.md §4): core/error.h has no name for this extended code yet, and the C
+// CBL_DEVICE_OOM (cacheblend.h): core/error.h has no name for this extended code yet, and the C
 // guard passes status values through unchanged.
 constexpr status k_device_oom = static_cast<status>(static_cast<int32_t>(status::device) | 1 << 8);
 

@@ -1,6 +1,6 @@
 // Shared plumbing of the CUDA backend: error checks that throw cacheblend::error(status::device)
-// with file and line (the library never aborts: STYLE.md §4, §8), and RAII owners for device
-// memory, streams and the cuBLASLt handle (STYLE.md §10: no naked resource handling).
+// with file and line (the library never aborts: docs/ARCHITECTURE.md, 'Backends'), and RAII owners
+// for device memory, streams and the cuBLASLt handle (no naked resource handling).
 #pragma once
 
 #include <cublasLt.h>

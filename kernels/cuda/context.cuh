@@ -1,9 +1,10 @@
-// Per-device state of the CUDA backend (STYLE.md §8): the stream every op runs on, a scratch
-// pool, the cuBLASLt handle with its workspace, and the GEMM plan cache. Everything is created on
-// first use, so a backend that is constructed but never used costs no device memory. Kernels
-// never create handles: launchers take a cuda_ctx&.
+// Per-device state of the CUDA backend (docs/ARCHITECTURE.md, 'Backends'): the stream every op runs
+// on, a scratch pool, the cuBLASLt handle with its workspace, and the GEMM plan cache. Everything
+// is created on first use, so a backend that is constructed but never used costs no device memory.
+// Kernels never create handles: launchers take a cuda_ctx&.
 //
-// Not thread-safe: a backend (and so its context) serves one session at a time (STYLE.md §7).
+// Not thread-safe: a backend (and so its context) serves one session at a time
+// (docs/ARCHITECTURE.md, 'Threading and ownership').
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
-// The CUDA backend's one switch (STYLE.md §8): weight dtype -> kernel instantiation, and the
-// matmul path by batch size (quantized GEMV for decode, dequantize + cuBLASLt GEMM for prefill).
-// Row-wise ops have a single kernel each and are called directly by backend-cuda.cu.
+// The CUDA backend's one switch (docs/ARCHITECTURE.md, 'Backends'): weight dtype -> kernel
+// instantiation, and the matmul path by batch size (quantized GEMV for decode, dequantize +
+// cuBLASLt GEMM for prefill). Row-wise ops have a single kernel each and are called directly by
+// backend-cuda.cu.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // cuBLASLt GEMM for prefill-sized matmuls: y[m x n] = x[m x k] * w[n x k]^T, all row-major, with
 // w and x both f16 (dequantized weights, converted activations; f32 accumulation and output) or
 // both f32. Plans (descriptors + the heuristic's algorithm) are cached per shape, type and
-// pointer alignment in the context (STYLE.md §8), so a repeated shape costs one lookup.
+// pointer alignment in the context (docs/ARCHITECTURE.md, 'Backends'), so a repeated shape costs
+// one lookup.
 #pragma once
 
 #include <cublasLt.h>

@@ -1,5 +1,6 @@
 // RoPE on device rows (queries and keys in place) and the relocation of cached chunk KV: keys
-// are stored before RoPE (DESIGN.md §4), so placing a chunk at new positions is one rotation.
+// are stored before RoPE (docs/ARCHITECTURE.md, 'KV store'), so placing a chunk at new positions is
+// one rotation.
 #pragma once
 
 #include <cstdint>

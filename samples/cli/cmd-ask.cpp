@@ -1,8 +1,8 @@
-// `cacheblend ask`: retrieval-augmented answering over a data directory made by `ingest` (DESIGN
-// §2, §6, §8), written against the public C ABI only, as an application would: open a runtime,
-// make a session, cbl_session_ask with a streaming callback, print citations and stats.
-// The library searches the top-k chunks, assembles [P][C1]..[Ck][Q] in the chat template within
-// the session's context (dropping the lowest-ranked chunks that do not fit), prefills with
+// `cacheblend ask`: retrieval-augmented answering over a data directory made by `ingest`
+// (docs/ARCHITECTURE.md, 'Ask path'), written against the public C ABI only, as an application
+// would: open a runtime, make a session, cbl_session_ask with a streaming callback, print citations
+// and stats. The library searches the top-k chunks, assembles [P][C1]..[Ck][Q] in the chat template
+// within the session's context (dropping the lowest-ranked chunks that do not fit), prefills with
 // blending over the data directory's KV store and stores chunks it had to compute.
 #include <cstdio>
 #include <iostream>

@@ -18,7 +18,7 @@
 namespace cacheblend::cli {
 namespace {
 
-constexpr int32_t k_decode_prompt = 16;  // DESIGN §8: decode runs after a 16-token prompt
+constexpr int32_t k_decode_prompt = 16;  // decode runs after a 16-token prompt (README)
 constexpr int32_t k_ctx_slack = 16;
 
 const command_spec& spec() {

@@ -1,7 +1,8 @@
-// `cacheblend blend`: answers a question from document chunks with a blended prefill (DESIGN §4,
-// §8), through the C ABI and its experimental knobs (cacheblend_experimental.h). Chunk KV comes from the store; a chunk that is not there yet is computed inside the request
-// (honest cold TTFT) and stored after the answer, so the next run is warm. --warm precomputes
-// missing chunks before the timed request instead.
+// `cacheblend blend`: answers a question from document chunks with a blended prefill
+// (docs/ARCHITECTURE.md, 'Blended prefill'), through the C ABI and its experimental knobs
+// (cacheblend_experimental.h). Chunk KV comes from the store; a chunk that is not there yet is
+// computed inside the request (honest cold TTFT) and stored after the answer, so the next run is
+// warm. --warm precomputes missing chunks before the timed request instead.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

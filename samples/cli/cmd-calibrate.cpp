@@ -1,8 +1,9 @@
-// `cacheblend calibrate`: the quality guard of DESIGN §4. Measures blending against full prefill on
-// a QA dataset (the loop of eval-run.h) at increasing recompute ratios and records, in the KV
-// store, the smallest ratio whose fidelity meets the target for this model and KV format.
-// Sessions asking for the calibrated ratio (`ask`/`blend --ratio calibrated`, the C ABI's
-// cbl_session_params.calibrated_ratio) use it, and run full prefill when no ratio below 1 met it.
+// `cacheblend calibrate`: the quality guard (docs/ARCHITECTURE.md, 'Blended prefill'). Measures
+// blending against full prefill on a QA dataset (the loop of eval-run.h) at increasing recompute
+// ratios and records, in the KV store, the smallest ratio whose fidelity meets the target for this
+// model and KV format. Sessions asking for the calibrated ratio (`ask`/`blend --ratio calibrated`,
+// the C ABI's cbl_session_params.calibrated_ratio) use it, and run full prefill when no ratio below
+// 1 met it.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

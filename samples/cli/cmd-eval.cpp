@@ -1,6 +1,6 @@
-// `cacheblend eval`: compares prefill modes on a QA dataset (DESIGN §8, §9) with the loop of
-// eval-run.h: per mode, answer F1 against the gold answers, fidelity to full (answer F1,
-// first-token agreement and KL), TTFT mean/p50/p95 and the speedup over full, plus a
+// `cacheblend eval`: compares prefill modes on a QA dataset (docs/ARCHITECTURE.md, 'Evaluation')
+// with the loop of eval-run.h: per mode, answer F1 against the gold answers, fidelity to full
+// (answer F1, first-token agreement and KL), TTFT mean/p50/p95 and the speedup over full, plus a
 // paired-bootstrap interval of the F1 difference to full.
 #include <cerrno>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// `cacheblend generate`: tokenizes a prompt (plain or chat-templated, DESIGN §8), generates and
+// `cacheblend generate`: tokenizes a prompt (plain or chat-templated), generates and
 // either streams the answer or prints one JSON object. Written against the public C ABI only:
 // cbl_session_prefill_text + cbl_session_generate.
 #include <cstdio>

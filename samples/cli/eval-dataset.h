@@ -1,7 +1,7 @@
 // QA datasets for `cacheblend eval`: the musique_s.json schema of CacheBlend's inputs/
-// (DESIGN §8), a JSON list of {ctxs, question, answers}. ctxs and answers may be JSON values or
-// strings that hold Python literals ("[{'title': '', 'text': '...'}]"), so the reader parses both
-// syntaxes.
+// (docs/ARCHITECTURE.md, 'Evaluation'), a JSON list of {ctxs, question, answers}. ctxs and answers
+// may be JSON values or strings that hold Python literals ("[{'title': '', 'text': '...'}]"), so
+// the reader parses both syntaxes.
 #pragma once
 
 #include <string>

@@ -1,8 +1,9 @@
-// The evaluation loop shared by `cacheblend eval` and `cacheblend calibrate` (DESIGN §9): every
-// record of a QA dataset becomes the paper's musique prompt; the store is warmed with every passage
-// (untimed); then for each record `full` runs first (the fidelity reference) and every other run
-// after it, each prefilling and decoding greedily through the C ABI. Per run: answer F1 against
-// the gold answers, fidelity to full (answer F1, first-token agreement and KL) and TTFT.
+// The evaluation loop shared by `cacheblend eval` and `cacheblend calibrate` (docs/ARCHITECTURE.md,
+// 'Evaluation'): every record of a QA dataset becomes the paper's musique prompt; the store is
+// warmed with every passage (untimed); then for each record `full` runs first (the fidelity
+// reference) and every other run after it, each prefilling and decoding greedily through the C ABI.
+// Per run: answer F1 against the gold answers, fidelity to full (answer F1, first-token agreement
+// and KL) and TTFT.
 #pragma once
 
 #include <cstdint>

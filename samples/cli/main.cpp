@@ -1,6 +1,6 @@
-// `cacheblend`: the command-line front end to libcacheblend (DESIGN §8). main() dispatches to a
-// subcommand and turns every failure into one `cacheblend: error: ...` line and an exit code:
-// 2 for usage errors, 1 for runtime errors.
+// `cacheblend`: the command-line front end to libcacheblend (docs/ARCHITECTURE.md, 'Command-line
+// tool'). main() dispatches to a subcommand and turns every failure into one `cacheblend: error:
+// ...` line and an exit code: 2 for usage errors, 1 for runtime errors.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>

@@ -10,7 +10,7 @@ llama.cpp: llama-cpp-python from scripts/peer/setup-llama-cpp.sh (runs under its
            n_threads = n_threads_batch = --threads. Prefill: random non-special token ids, a fresh
            context per run; decode: greedy tokens after a 16-token prompt. One warm-up run, then the
            median of --runs runs. Ours runs first, so llama.cpp's OpenMP threads cannot disturb it.
-Targets (DESIGN.md §10): prefill >= 1.3x llama.cpp on K-quant models (Qwen) and >= 2.5x on
+Targets: prefill >= 1.3x llama.cpp on K-quant models (Qwen) and >= 2.5x on
 SmolLM2's Q4_1, decode >= 1.2x; --target-prefill / --target-decode override them. --check exits 1
 when one is missed.
 The CPU time other processes take during each half is measured and reported: on a busy machine

@@ -4,7 +4,7 @@
 Usage: dump-tensors.py MODEL.gguf PARITY.json CASE OUT.npz [--fa 0|1] [--threads N]
 
 Runs the prompt tokens of case CASE of the parity fixture (tests/data/llama-cpp-parity.json) in
-one batch with llama-cpp-python (the peer build, see docs / DESIGN.md §10). Names are llama.cpp's
+one batch with llama-cpp-python (the peer build of setup-llama-cpp.sh). Names are llama.cpp's
 graph names: attn_norm-L, Qcur-L, Kcur-L, Vcur-L, kqv_out-L, attn_out-L, ffn_inp-L, ffn_norm-L,
 ffn_gate-L, ffn_up-L, ffn_swiglu-L, ffn_out-L, l_out-L, result_norm, result_output; a name computed
 twice (Qcur before and after RoPE) keeps its last value. Compare with compare-tensors.py.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the llama.cpp peer used for parity fixtures and speed comparisons: a venv holding a pinned
 # llama-cpp-python compiled with AVX-512 + VNNI + BF16 and no AMX (GCC 12 miscompiles ggml's AMX
-# tile config, see DESIGN.md §10), plus numpy. Prints the venv's python on stdout.
+# tile config), plus numpy. Prints the venv's python on stdout.
 #   CBL_PEER_VENV   venv location (default ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/peer-venv)
 # Idempotent: an existing venv with the pinned version and the right CPU features is kept.
 # The build takes ~15-25 minutes on 2 cores.

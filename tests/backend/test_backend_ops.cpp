@@ -1,5 +1,5 @@
 // Every op of core/backend.h on every available non-CPU backend against the CPU backend, with a
-// per-op NMSE tolerance (llama.cpp's test-backend-ops idea; STYLE.md §12). Inputs are uploaded
+// per-op NMSE tolerance (llama.cpp's test-backend-ops idea). Inputs are uploaded
 // to each backend's own memory, the op runs there, and the whole output buffers (padding
 // included, so writes outside the rows are caught) come back to be compared.
 //

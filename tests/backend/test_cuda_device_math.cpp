@@ -1,8 +1,9 @@
 // The CUDA backend's device math (kernels/cuda/math/*.h, CBL_HD functions) compiled by the host
 // compiler and compared with the CPU kernels on random data. No GPU and no CUDA toolkit needed:
-// this is how the kernels' arithmetic is tested on machines without one (DESIGN.md §3).
-// Bit-exact where the CPU is exact (fp16, dequantization, RMSNorm, RoPE, relocation, deviation);
-// the online softmax and the AVX-512 SwiGLU (ggml's vector expf) within tight tolerances.
+// this is how the kernels' arithmetic is tested on machines without one (docs/ARCHITECTURE.md,
+// 'Backends'). Bit-exact where the CPU is exact (fp16, dequantization, RMSNorm, RoPE, relocation,
+// deviation); the online softmax and the AVX-512 SwiGLU (ggml's vector expf) within tight
+// tolerances.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,8 +1,8 @@
-// The C ABI end to end on the real default model (STYLE.md §3-§7, issue 5): open a runtime in a
-// temporary data directory, ingest text and a folder, search, ask with streaming, the lower-level
-// prefill_chunks + generate, and the misuse cases: NULL arguments, old and new params structs,
-// concurrent calls on one session, callbacks calling back in, cancel from another thread and
-// from a callback, interrupting an ingest, freeing parents before children.
+// The C ABI end to end on the real default model (docs/ARCHITECTURE.md, 'C ABI', issue 5): open a
+// runtime in a temporary data directory, ingest text and a folder, search, ask with streaming, the
+// lower-level prefill_chunks + generate, and the misuse cases: NULL arguments, old and new params
+// structs, concurrent calls on one session, callbacks calling back in, cancel from another thread
+// and from a callback, interrupting an ingest, freeing parents before children.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,7 +1,8 @@
-// Eight threads share one runtime through the C ABI (STYLE.md §7, issue 5): each has its own
-// session and asks, searches, ingests and deletes while the others do, two of them also fight
-// over one shared session (every call either runs or returns CBL_MISUSE), and each thread's
-// error message stays its own. Built and run under ThreadSanitizer by scripts/test.sh --tsan.
+// Eight threads share one runtime through the C ABI (docs/ARCHITECTURE.md, 'Threading and
+// ownership'): each has its own session and asks, searches, ingests and deletes while the others
+// do, two of them also fight over one shared session (every call either runs or returns
+// CBL_MISUSE), and each thread's error message stays its own. Built and run under ThreadSanitizer
+// by scripts/test.sh --tsan.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // End-to-end tests of the `cacheblend` command-line tool: runs <build>/bin/cacheblend (found next
 // to this test binary, <build>/tests/) and checks exit codes, error lines and the fixed JSON field
-// names of DESIGN §8 against the library called in-process.
+// names (docs/ARCHITECTURE.md, 'Command-line tool') against the library called in-process.
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -1,6 +1,7 @@
-// Smoke test of `cacheblend ask` (DESIGN §2, §8): three small files ingested with --precompute,
-// then `ask --json --k 2 --compare-full` returns the fixed fields, citations into those files and
-// reuses the precomputed chunk KV. Runs <build>/bin/cacheblend in its own temporary data dir.
+// Smoke test of `cacheblend ask` (docs/ARCHITECTURE.md, 'Ask path'): three small files ingested
+// with --precompute, then `ask --json --k 2 --compare-full` returns the fixed fields, citations
+// into those files and reuses the precomputed chunk KV. Runs <build>/bin/cacheblend in its own
+// temporary data dir.
 #include <sys/wait.h>
 #include <unistd.h>
 

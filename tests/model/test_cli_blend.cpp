@@ -1,7 +1,8 @@
-// Smoke tests of `cacheblend blend` and `cacheblend eval` (DESIGN §8): the fixed JSON fields, a
-// cold store that is warm on the next run, clean errors, and eval on a tiny dataset this test
-// writes itself (musique schema, with ctxs/answers as Python-literal strings and as JSON lists).
-// Runs <build>/bin/cacheblend; every run uses its own temporary KV store.
+// Smoke tests of `cacheblend blend` and `cacheblend eval` (docs/ARCHITECTURE.md, 'Command-line
+// tool'): the fixed JSON fields, a cold store that is warm on the next run, clean errors, and eval
+// on a tiny dataset this test writes itself (musique schema, with ctxs/answers as Python-literal
+// strings and as JSON lists). Runs <build>/bin/cacheblend; every run uses its own temporary KV
+// store.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,7 +71,7 @@ protected:
                 "--store",      store,     "--max-tokens",  "8",         "--json"};
     }
 
-    // Runs blend --json and checks every DESIGN §8 field; returns the stats object.
+    // Runs blend --json and checks every fixed field; returns the stats object.
     json blend_json(const std::vector<std::string>& args) const {
         const run_result r = run(args);
         EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -1,7 +1,7 @@
-// `cacheblend search` document filters (DESIGN §6 "metadata filters"): --collection, --uri-prefix
-// (resolved like ingest names files: real absolute paths, so relative and symlinked prefixes
-// work) and repeatable --filter KEY=VALUE on document metadata (files carry kind and path), in
-// BM25, hybrid and dense mode; malformed filters are usage errors (exit 2).
+// `cacheblend search` document filters (docs/ARCHITECTURE.md, 'Retrieval'): --collection,
+// --uri-prefix (resolved like ingest names files: real absolute paths, so relative and symlinked
+// prefixes work) and repeatable --filter KEY=VALUE on document metadata (files carry kind and
+// path), in BM25, hybrid and dense mode; malformed filters are usage errors (exit 2).
 #include <limits.h>
 #include <unistd.h>
 

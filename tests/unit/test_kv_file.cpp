@@ -1,5 +1,5 @@
 // The KV file format on its own: checksum, layout, encode/decode, and a reader that refuses every
-// damaged, truncated, foreign or future file (STYLE.md §12 handcrafted corruption).
+// damaged, truncated, foreign or future file (handcrafted corruption).
 #include <gtest/gtest.h>
 
 #include <fcntl.h>

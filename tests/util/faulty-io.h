@@ -1,5 +1,6 @@
-// A file_io that forwards to the OS and fails chosen calls (STYLE.md §12): "the Nth write from
-// now fails with ENOSPC", counted per kind of operation. Thread-safe.
+// A file_io that forwards to the OS and fails chosen calls (docs/ARCHITECTURE.md, 'Tests and
+// tooling'): "the Nth write from now fails with ENOSPC", counted per kind of operation.
+// Thread-safe.
 #pragma once
 
 #include <array>

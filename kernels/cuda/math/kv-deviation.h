@@ -1,7 +1,7 @@
-// KV deviation of one row for the CUDA kernel (CacheBlend's HKVD score, DESIGN.md §4 step 4):
-// d = sum_j (fresh_j - cached_j)^2 with fresh f32 and cached f16, summed in float. The serial
-// row is bit-identical to the CPU's kv_deviation (same order); the kernel sums a row in parallel,
-// which only reorders the float additions.
+// KV deviation of one row for the CUDA kernel (CacheBlend's HKVD score, docs/ARCHITECTURE.md,
+// 'Blended prefill'): d = sum_j (fresh_j - cached_j)^2 with fresh f32 and cached f16, summed in
+// float. The serial row is bit-identical to the CPU's kv_deviation (same order); the kernel sums a
+// row in parallel, which only reorders the float additions.
 #pragma once
 
 #include <cstdint>
