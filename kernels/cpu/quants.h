@@ -1,5 +1,6 @@
 // Block (de)quantization and dot products for every weight type we read from GGUF.
-// Layouts: ../shared/reference/gguf-and-llama-facts.md §2 (ggml's, bit for bit).
+// Layouts: ggml's, bit for bit; the block structs are in kernels/cpu/quants-impl.h and
+// docs/ARCHITECTURE.md, 'Adding a quant type', says where a new one goes.
 // All row lengths n must be multiples of the type's block size.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Dequantization of one element / one block of a GGUF weight row, for the CUDA kernels.
-// Layouts are ggml's (../shared/reference/gguf-and-llama-facts.md §2; kernels/cpu/quants-impl.h
-// holds the same blocks as structs, and the device-math test checks the offsets against them).
+// Layouts are ggml's (kernels/cpu/quants-impl.h holds the same blocks as structs, and the
+// device-math test checks the offsets against them).
 // Values are bit-identical to the CPU's dequantize_row: the same integer -> float conversion and
 // the same multiply-then-add order, without FMA contraction (mul_rn / add_rn).
 //
