@@ -17,6 +17,8 @@
 
 namespace cacheblend {
 
+class layer_loader;  // core/blend-loader.h
+
 enum class blend_mode { full, prefix, reuse, blend };
 const char* blend_mode_name(blend_mode m);
 bool parse_blend_mode(const std::string& s, blend_mode* out);
@@ -43,7 +45,7 @@ struct blend_params {
 };
 
 struct blend_stats {
-    std::string mode;
+    blend_mode mode = blend_mode::blend;  // the mode that ran
     float ratio = 0;
     double ttft_ms = 0, load_ms = 0, load_wait_ms = 0, select_ms = 0, compute_ms = 0;
     double decode_tokens_per_s = 0;
@@ -84,10 +86,30 @@ public:
     chunk_kv_meta meta_of(int32_t n_tokens) const;
 
 private:
+    struct impl;
+    struct plan;         // one request's layout, lookup and schedule (core/blend-plan.h)
+    struct layer_state;  // the layer loop's active rows and scratch
+    struct key_memo;     // the last request's chunk keys
+
     void resolve_calibration();  // p_ from requested_ and the store's calibration record
+    // One attempt at prefill(): the driver over the steps below (core/blend-steps.cpp).
     const std::vector<float>& prefill_once(const blend_request& req,
                                            const std::vector<bool>& forced_miss, blend_stats* out);
-    struct impl;
+    void remember_request(const blend_request& req);
+    const chunk_key& request_key(size_t chunk) const;
+    void plan_and_lookup(const blend_request& req, const std::vector<bool>& forced_miss, plan* P,
+                         blend_stats* st);
+    void resolve_ratio(plan* P, blend_stats* st) const;
+    forward_engine& scratch_engine(int64_t n_rows);
+    void start_active(const plan& P, forward_engine& fwd, layer_state* L) const;
+    void run_layer(int32_t l, const plan& P, layer_loader& loader, forward_engine& fwd,
+                   layer_state* L);
+    void relocate(int32_t l, const plan& P, const float* ck, const uint16_t* cv, layer_state* L);
+    void record_stats(const plan& P, const layer_state& L, const layer_loader& loader,
+                      double total_ms, blend_stats* st) const;
+    void update_rates(const plan& P, const layer_state& L, const layer_loader& loader,
+                      const blend_stats& st);
+
     std::unique_ptr<impl> impl_;
     session& s_;
     std::shared_ptr<kv_store> store_;

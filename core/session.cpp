@@ -109,17 +109,17 @@ generation_result session::generate_after_prefill(const std::vector<float>& logi
     res.stats.ttft_ms = ms_since(t0);
 
     const auto t1 = std::chrono::steady_clock::now();
-    res.stop_reason = "length";
+    res.stop_reason = generation_stop::length;
     int32_t n_dec = 0;
     for (int32_t i = 0; i < gp.max_tokens; ++i) {
-        if (!gp.ignore_eog && vocab.is_eog(tok)) { res.stop_reason = "eog"; break; }
+        if (!gp.ignore_eog && vocab.is_eog(tok)) { res.stop_reason = generation_stop::eog; break; }
         res.tokens.push_back(tok);
         const std::string piece = vocab.token_to_piece(tok);
         res.text += piece;
-        if (on_token && !on_token(tok, piece)) { res.stop_reason = "stopped"; break; }
-        if (cancel_.load()) { res.stop_reason = "cancelled"; break; }
+        if (on_token && !on_token(tok, piece)) { res.stop_reason = generation_stop::callback; break; }
+        if (cancel_.load()) { res.stop_reason = generation_stop::cancelled; break; }
         if (i + 1 == gp.max_tokens) break;
-        if (cache_->n_filled >= cache_->n_ctx()) { res.stop_reason = "context"; break; }
+        if (cache_->n_filled >= cache_->n_ctx()) { res.stop_reason = generation_stop::context; break; }
         decode(tok);
         smp.accept(tok);
         ++n_dec;

@@ -41,11 +41,15 @@ struct generation_stats {
     double decode_tokens_per_s = 0;
 };
 
+// Why generation stopped: none ran, an end-of-generation token, max_tokens, a full context, the
+// token callback returned false, or cancel(). The C API maps it to CBL_STOP_* (capi/src/convert.cpp).
+enum class generation_stop { none, eog, length, context, callback, cancelled };
+
 struct generation_result {
     std::vector<token_id> tokens;  // generated ids (no prompt, no stop token)
     std::string text;
     std::vector<std::pair<token_id, float>> top_logprobs;
-    std::string stop_reason;  // "eog", "length", "context", "stopped" (callback), "cancelled"
+    generation_stop stop_reason = generation_stop::none;
     generation_stats stats;
 };
 
@@ -87,7 +91,7 @@ public:
                                              std::chrono::steady_clock::time_point t_request);
 
     // Cancellation (from any thread): prefill and blended prefill throw error(status::aborted)
-    // between layers or micro-batches, generation stops with stop_reason "cancelled". The flag
+    // between layers or micro-batches, generation stops with generation_stop::cancelled. The flag
     // holds until clear_cancel(), which a request calls when it starts.
     void cancel() { cancel_.store(true); }
     void clear_cancel() { cancel_.store(false); }

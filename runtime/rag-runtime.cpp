@@ -223,7 +223,7 @@ ask_result rag_session::ask(rag_runtime& rt, const std::string& question, const 
     const std::vector<float>& logits = engine().prefill(req, &out.blend);
     const std::vector<token_id> prompt = request_prompt(req);
     out.gen = sess_.generate_after_prefill(logits, prompt, gp, on_token, t_request);
-    if (out.gen.stop_reason == "cancelled") throw error(status::aborted, "ask: cancelled");
+    if (out.gen.stop_reason == generation_stop::cancelled) throw error(status::aborted, "ask: cancelled");
     append_notice(&out.notice, out.blend.fallback_reason);
 
     // Store what this request computed from scratch and record every chunk's key in the catalog,
@@ -347,7 +347,7 @@ generation_result rag_session::generate(const generation_params& gp,
     p.top_logprobs = std::min(p.top_logprobs, model_->hparams().n_vocab);
     generation_result r =
         sess_.generate_after_prefill(pending_logits_, prompt_, p, on_token, t_request);
-    if (r.stop_reason == "cancelled") throw error(status::aborted, "generate: cancelled");
+    if (r.stop_reason == generation_stop::cancelled) throw error(status::aborted, "generate: cancelled");
     return r;
 }
 

@@ -130,9 +130,7 @@ search_filter to_filter(const char* fn, const char* collection, const char* uri_
     return f;
 }
 
-int32_t mode_code(const std::string& name) {
-    blend_mode m{};
-    if (!parse_blend_mode(name, &m)) return CBL_MODE_DEFAULT;
+int32_t mode_code(blend_mode m) {
     switch (m) {
         case blend_mode::full: return CBL_MODE_FULL;
         case blend_mode::prefix: return CBL_MODE_PREFIX;
@@ -151,11 +149,16 @@ int32_t search_code(search_mode m) {
     return CBL_SEARCH_DEFAULT;
 }
 
-int32_t stop_code(const std::string& r) {
-    if (r == "eog") return CBL_STOP_EOG;
-    if (r == "length") return CBL_STOP_LENGTH;
-    if (r == "context") return CBL_STOP_CONTEXT;
-    if (r == "stopped") return CBL_STOP_CALLBACK;
+// cancelled has no CBL_STOP_*: a cancelled request fails with CBL_ABORTED instead.
+int32_t stop_code(generation_stop r) {
+    switch (r) {
+        case generation_stop::eog: return CBL_STOP_EOG;
+        case generation_stop::length: return CBL_STOP_LENGTH;
+        case generation_stop::context: return CBL_STOP_CONTEXT;
+        case generation_stop::callback: return CBL_STOP_CALLBACK;
+        case generation_stop::none:
+        case generation_stop::cancelled: return CBL_STOP_NONE;
+    }
     return CBL_STOP_NONE;
 }
 

@@ -49,9 +49,9 @@ void apply_generation(const char* fn, const c_generation& c, generation_params* 
 search_filter to_filter(const char* fn, const char* collection, const char* uri_prefix,
                         const char* const* keys, const char* const* values, size_t n);
 
-int32_t mode_code(const std::string& blend_mode_name);
+int32_t mode_code(blend_mode m);
 int32_t search_code(search_mode m);
-int32_t stop_code(const std::string& stop_reason);
+int32_t stop_code(generation_stop r);
 
 // Stats of a request; notice must outlive the returned struct's use.
 cbl_stats to_stats(const blend_stats& b, const generation_result* g, const std::string& notice);

@@ -40,7 +40,7 @@ cbl_status prefill_done(const char* fn, cbl_session* session, double ms, cbl_sta
     session->notice.clear();
     cacheblend::blend_stats& b = session->last;
     b = cacheblend::blend_stats{};
-    b.mode = cacheblend::blend_mode_name(cacheblend::blend_mode::full);
+    b.mode = cacheblend::blend_mode::full;
     b.ratio = 1.f;
     b.ttft_ms = ms;
     b.compute_ms = ms;
