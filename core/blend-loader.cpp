@@ -16,7 +16,9 @@ double ms_since(clock_type::time_point t0) {
 
 layer_loader::layer_loader(std::vector<chunk_kv_reader*> readers, std::vector<int64_t> row_offset,
                            int64_t n_rows, int64_t kv_dim, std::vector<int32_t> layers)
-    : readers_(std::move(readers)), row_offset_(std::move(row_offset)), kv_dim_(kv_dim),
+    : readers_(std::move(readers)),
+      row_offset_(std::move(row_offset)),
+      kv_dim_(kv_dim),
       layers_(std::move(layers)) {
     for (auto& s : slots_) {
         s.k.resize(static_cast<size_t>(std::max<int64_t>(1, n_rows * kv_dim)));

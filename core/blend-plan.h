@@ -1,5 +1,6 @@
-// What the steps of one blended prefill share (core/blend.cpp drives them; core/blend-steps.cpp
-// holds them). Internal to core/blend*.cpp.
+// What the steps of one blended prefill share: the request's plan, the layer loop's state, the
+// chunk-key memo and the engine's state across requests (core/blend-prefill.cpp runs the steps,
+// core/blend.cpp the public face). Internal to core/blend*.cpp.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,10 @@ struct blend_engine::plan {
 
     std::vector<std::unique_ptr<chunk_kv_reader>> readers;  // one per hit chunk
     std::vector<chunk_kv_reader*> hit_readers;
-    std::vector<size_t> hit_chunks;               // request index of each hit chunk
-    std::vector<int64_t> hit_offset;              // first row of each hit chunk within R
-    std::vector<int32_t> reused_index;            // prompt row -> index in R, -1 if computed
-    std::vector<int32_t> reused_rows;             // R: prompt rows whose KV comes from the store
+    std::vector<size_t> hit_chunks;     // request index of each hit chunk
+    std::vector<int64_t> hit_offset;    // first row of each hit chunk within R
+    std::vector<int32_t> reused_index;  // prompt row -> index in R, -1 if computed
+    std::vector<int32_t> reused_rows;   // R: prompt rows whose KV comes from the store
     int64_t n_reused() const { return static_cast<int64_t>(reused_rows.size()); }
     double lookup_ms = 0;
 
@@ -41,12 +42,12 @@ struct blend_engine::plan {
 // The layer loop's state: which rows are computed at the current layer, and scratch kept across
 // layers so they allocate once per request.
 struct blend_engine::layer_state {
-    std::vector<int32_t> active;      // prompt rows computed at this layer, ascending
-    std::vector<int32_t> keep;        // indices into active that a check layer keeps
-    std::vector<uint8_t> is_active;   // per prompt row
-    std::vector<int32_t> gpos;        // relocate: target rows
-    aligned_array<float> gk;          // relocate: gathered cached K
-    aligned_array<uint16_t> gv;       // relocate: gathered cached V
+    std::vector<int32_t> active;     // prompt rows computed at this layer, ascending
+    std::vector<int32_t> keep;       // indices into active that a check layer keeps
+    std::vector<uint8_t> is_active;  // per prompt row
+    std::vector<int32_t> gpos;       // relocate: target rows
+    aligned_array<float> gk;         // relocate: gathered cached K
+    aligned_array<uint16_t> gv;      // relocate: gathered cached V
     select_scratch sel;
     double wait_ms = 0, select_ms = 0;
 };
@@ -70,7 +71,8 @@ struct blend_engine::key_memo {
     std::vector<entry> chunks;
 
     // The entry of `chunk` after `preamble` in `fmt`; nullptr if none.
-    entry* find(kv_format fmt, const std::vector<token_id>& pre, const std::vector<token_id>& chunk) {
+    entry* find(kv_format fmt, const std::vector<token_id>& pre,
+                const std::vector<token_id>& chunk) {
         if (fmt != format || pre != preamble) return nullptr;
         for (entry& e : chunks) {
             if (e.chunk == chunk) return &e;
@@ -84,8 +86,8 @@ struct blend_engine::impl {
     std::unique_ptr<forward_engine> fwd;  // sized to the largest prompt seen
     std::unique_ptr<kv_cache> pre_cache;  // precompute scratch cache
     std::vector<float> logits;
-    std::vector<size_t> pending;          // request chunks that missed, to write back
-    key_memo request, other;              // chunk keys (see key_memo)
+    std::vector<size_t> pending;  // request chunks that missed, to write back
+    key_memo request, other;      // chunk keys (see key_memo)
     // Rates measured on earlier requests, for ratio=auto (EMA).
     double load_bytes_per_ms = 0, row_layer_ms = 0;
 };

@@ -28,7 +28,8 @@ void lay_out(const blend_request& req, int32_t n_ctx, std::vector<token_id>* tok
     *tokens = req.preamble;
     chunk_start->resize(req.chunks.size());
     for (size_t c = 0; c < req.chunks.size(); ++c) {
-        if (req.chunks[c].empty()) throw error(status::invalid_arg, fmt("blend: chunk %zu is empty", c));
+        if (req.chunks[c].empty())
+            throw error(status::invalid_arg, fmt("blend: chunk %zu is empty", c));
         (*chunk_start)[c] = static_cast<int64_t>(tokens->size());
         tokens->insert(tokens->end(), req.chunks[c].begin(), req.chunks[c].end());
     }
@@ -36,18 +37,18 @@ void lay_out(const blend_request& req, int32_t n_ctx, std::vector<token_id>* tok
     tokens->insert(tokens->end(), req.question.begin(), req.question.end());
     const int64_t n = static_cast<int64_t>(tokens->size());
     if (n > n_ctx) {
-        throw error(status::range, fmt("blend: prompt of %lld tokens exceeds the context of %d tokens",
-                                       (long long)n, n_ctx));
+        throw error(status::range,
+                    fmt("blend: prompt of %lld tokens exceeds the context of %d tokens",
+                        (long long)n, n_ctx));
     }
 }
 
 // The loaded layer's cached K and V; a stored chunk found corrupt or of an unknown format
 // while streaming becomes blend_chunk_failure (prefill() retries without it).
 // hit_readers[h] streams request chunk hit_chunks[h].
-std::pair<const float*, const uint16_t*> acquire_layer(int32_t l, layer_loader& loader,
-                                                       const std::vector<chunk_kv_reader*>& hit_readers,
-                                                       const std::vector<size_t>& hit_chunks,
-                                                       double* wait_ms);
+std::pair<const float*, const uint16_t*> acquire_layer(
+    int32_t l, layer_loader& loader, const std::vector<chunk_kv_reader*>& hit_readers,
+    const std::vector<size_t>& hit_chunks, double* wait_ms);
 
 }  // namespace
 
@@ -92,7 +93,8 @@ void blend_engine::plan_and_lookup(const blend_request& req, const std::vector<b
         if (p_.mode == blend_mode::prefix && c > 0) break;
         const auto& ch = req.chunks[c];
         std::unique_ptr<chunk_kv_reader> r;
-        if (!forced_miss[c]) r = store_->lookup(request_key(c), meta_of(static_cast<int32_t>(ch.size())));
+        if (!forced_miss[c])
+            r = store_->lookup(request_key(c), meta_of(static_cast<int32_t>(ch.size())));
         if (!r) {
             ++st->chunks_missed;
             st->tokens_missed += static_cast<int64_t>(ch.size());
@@ -121,21 +123,26 @@ void blend_engine::plan_and_lookup(const blend_request& req, const std::vector<b
 void blend_engine::resolve_ratio(plan* P, blend_stats* st) const {
     const model_hparams& hp = s_.get_model().hparams();
     const int64_t N = P->n, NR = P->n_reused();
-    if (p_.mode == blend_mode::blend && NR == 0) st->fallback_reason = "no cached chunks: computed in full";
+    if (p_.mode == blend_mode::blend && NR == 0)
+        st->fallback_reason = "no cached chunks: computed in full";
     if (!calib_note_.empty()) {
-        st->fallback_reason = st->fallback_reason.empty() ? calib_note_ : calib_note_ + "; " + st->fallback_reason;
+        st->fallback_reason =
+            st->fallback_reason.empty() ? calib_note_ : calib_note_ + "; " + st->fallback_reason;
     }
     P->blending = p_.mode == blend_mode::blend && NR > 0;
-    float ratio = p_.mode == blend_mode::blend ? p_.ratio : (p_.mode == blend_mode::full ? 1.f : 0.f);
+    float ratio =
+        p_.mode == blend_mode::blend ? p_.ratio : (p_.mode == blend_mode::full ? 1.f : 0.f);
     const impl& I = *impl_;
     if (P->blending && p_.ratio_auto && I.load_bytes_per_ms > 0 && I.row_layer_ms > 0) {
         // Stored bytes per K+V element pair.
-        const double pair = p_.format == kv_format::q8    ? 2.0 * (1.0 + 2.0 / hp.head_dim)
+        const double pair = p_.format == kv_format::q8      ? 2.0 * (1.0 + 2.0 / hp.head_dim)
                             : p_.format == kv_format::exact ? 6.0
-                                                          : 4.0;
-        const double load_ms_layer = static_cast<double>(NR) * hp.kv_dim() * pair / I.load_bytes_per_ms;
+                                                            : 4.0;
+        const double load_ms_layer =
+            static_cast<double>(NR) * hp.kv_dim() * pair / I.load_bytes_per_ms;
         const double rows = load_ms_layer / I.row_layer_ms - static_cast<double>(N - NR);
-        ratio = std::clamp(static_cast<float>(rows / static_cast<double>(NR)), p_.ratio_min, p_.ratio_max);
+        ratio = std::clamp(static_cast<float>(rows / static_cast<double>(NR)), p_.ratio_min,
+                           p_.ratio_max);
     }
     st->ratio = ratio;
     P->check_ratio.assign(p_.check_layers.size(), ratio);
@@ -151,7 +158,8 @@ forward_engine& blend_engine::scratch_engine(int64_t n_rows) {
     impl& I = *impl_;
     if (!I.fwd || I.fwd->max_rows() < n_rows) {
         I.fwd.reset();
-        I.fwd = std::make_unique<forward_engine>(s_.get_model(), s_.get_backend(), static_cast<int32_t>(n_rows));
+        I.fwd = std::make_unique<forward_engine>(s_.get_model(), s_.get_backend(),
+                                                 static_cast<int32_t>(n_rows));
     }
     return *I.fwd;
 }
@@ -160,10 +168,12 @@ forward_engine& blend_engine::scratch_engine(int64_t n_rows) {
 // compare), else only the rows not reused. Embeds them at their prompt positions.
 void blend_engine::start_active(const plan& P, forward_engine& fwd, layer_state* L) const {
     for (int64_t i = 0; i < P.n; ++i) {
-        if (P.blending || P.reused_index[static_cast<size_t>(i)] < 0) L->active.push_back(static_cast<int32_t>(i));
+        if (P.blending || P.reused_index[static_cast<size_t>(i)] < 0)
+            L->active.push_back(static_cast<int32_t>(i));
     }
     std::vector<token_id> act_tokens(L->active.size());
-    for (size_t i = 0; i < L->active.size(); ++i) act_tokens[i] = P.tokens[static_cast<size_t>(L->active[i])];
+    for (size_t i = 0; i < L->active.size(); ++i)
+        act_tokens[i] = P.tokens[static_cast<size_t>(L->active[i])];
     fwd.embed(act_tokens.data(), static_cast<int64_t>(L->active.size()));
     fwd.set_positions(L->active.data(), static_cast<int64_t>(L->active.size()));
     L->is_active.assign(static_cast<size_t>(P.n), 0);
@@ -181,13 +191,22 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     const bool loaded = !P.load_layers.empty() && l >= P.load_layers.front();
     const float* ck = nullptr;
     const uint16_t* cv = nullptr;
-    if (loaded) std::tie(ck, cv) = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
+    if (loaded)
+        std::tie(ck, cv) = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
     const auto ci = std::find(p_.check_layers.begin(), p_.check_layers.end(), l);
     const bool is_check = P.blending && ci != p_.check_layers.end();
     if (is_check) {
         const auto t_sel = clock_type::now();
-        select_args a{&L->active, &P.reused_index, fwd.k(), fwd.v(), ck, cv, s_.get_model().hparams().kv_dim(),
-                      P.n_reused(), P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())], l,
+        select_args a{&L->active,
+                      &P.reused_index,
+                      fwd.k(),
+                      fwd.v(),
+                      ck,
+                      cv,
+                      s_.get_model().hparams().kv_dim(),
+                      P.n_reused(),
+                      P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())],
+                      l,
                       p_.deviation};
         select_tokens(s_.get_backend(), a, &L->sel, &L->keep);
         L->select_ms += ms_between(t_sel, clock_type::now());
@@ -200,7 +219,8 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     if (is_check) {
         fwd.compact_rows(L->keep.data(), static_cast<int64_t>(L->keep.size()));
         std::vector<int32_t> next(L->keep.size());
-        for (size_t i = 0; i < L->keep.size(); ++i) next[i] = L->active[static_cast<size_t>(L->keep[i])];
+        for (size_t i = 0; i < L->keep.size(); ++i)
+            next[i] = L->active[static_cast<size_t>(L->keep[i])];
         L->active.swap(next);
     }
     fwd.attend_and_mlp(l, cache, static_cast<int64_t>(L->active.size()), P.n);
@@ -227,8 +247,8 @@ void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uin
         L->gpos.push_back(row);
     }
     if (L->gpos.empty()) return;
-    s_.get_backend().relocate_kv(L->gk.data(), L->gv.data(), static_cast<int64_t>(L->gpos.size()), kd,
-                                 L->gpos.data(), hp.n_head_kv, hp.head_dim, hp.rope, cache.k(l),
+    s_.get_backend().relocate_kv(L->gk.data(), L->gv.data(), static_cast<int64_t>(L->gpos.size()),
+                                 kd, L->gpos.data(), hp.n_head_kv, hp.head_dim, hp.rope, cache.k(l),
                                  cache.v(l), cache.row_elems());
 }
 
@@ -268,10 +288,9 @@ void blend_engine::update_rates(const plan& P, const layer_state& L, const layer
 
 namespace {
 
-std::pair<const float*, const uint16_t*> acquire_layer(int32_t l, layer_loader& loader,
-                                                       const std::vector<chunk_kv_reader*>& hit_readers,
-                                                       const std::vector<size_t>& hit_chunks,
-                                                       double* wait_ms) {
+std::pair<const float*, const uint16_t*> acquire_layer(
+    int32_t l, layer_loader& loader, const std::vector<chunk_kv_reader*>& hit_readers,
+    const std::vector<size_t>& hit_chunks, double* wait_ms) {
     try {
         return loader.acquire(l, wait_ms);
     } catch (const error& e) {

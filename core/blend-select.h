@@ -17,11 +17,11 @@ struct select_args {
     const std::vector<int32_t>* reused_index;  // prompt row -> row in the loaded R, -1 if none
     const float* fresh_k;                      // forward buffers, [active][kv_dim]
     const float* fresh_v;
-    const float* cached_k;                     // the loader's layer, [R][kv_dim]
+    const float* cached_k;  // the loader's layer, [R][kv_dim]
     const uint16_t* cached_v;
     int64_t kv_dim = 0;
-    int64_t n_reused = 0;                      // |R|: the share counts against all reused rows
-    float ratio = 0;                           // share of R kept at this check layer
+    int64_t n_reused = 0;  // |R|: the share counts against all reused rows
+    float ratio = 0;       // share of R kept at this check layer
     int32_t layer = 0;
     deviation_kind deviation = deviation_kind::v;
 };
@@ -34,6 +34,7 @@ struct select_scratch {
 
 // *keep = the indices into *active that stay computed after this layer: every row not reused,
 // and the ceil(ratio * |R|) reused ones that deviate most (ties: the earlier row), ascending.
-void select_tokens(backend& be, const select_args& a, select_scratch* s, std::vector<int32_t>* keep);
+void select_tokens(backend& be, const select_args& a, select_scratch* s,
+                   std::vector<int32_t>* keep);
 
 }  // namespace cacheblend

@@ -97,20 +97,28 @@ void blend_engine::resolve_calibration() {
     }
 }
 
+namespace {
+
+chunk_key hash_chunk(const model& m, kv_format f, const std::vector<token_id>& preamble,
+                     const std::vector<token_id>& chunk) {
+    return make_chunk_key(m.fingerprint(), static_cast<uint32_t>(f), preamble, chunk);
+}
+
+}  // namespace
+
 // A key is found in the last request's chunks, else in the last one asked for outside it, else
 // computed (and remembered as that one).
 chunk_key blend_engine::key_of(const std::vector<token_id>& preamble,
                                const std::vector<token_id>& chunk) const {
     if (key_memo::entry* e = impl_->request.find(p_.format, preamble, chunk)) {
-        if (!e->key) e->key = make_chunk_key(s_.get_model().fingerprint(), static_cast<uint32_t>(p_.format), preamble, chunk);
+        if (!e->key) e->key = hash_chunk(s_.get_model(), p_.format, preamble, chunk);
         return *e->key;
     }
     key_memo& o = impl_->other;
     if (!o.find(p_.format, preamble, chunk)) {
         o.format = p_.format;
         o.preamble = preamble;
-        o.chunks.assign(1, {chunk, make_chunk_key(s_.get_model().fingerprint(),
-                                                  static_cast<uint32_t>(p_.format), preamble, chunk)});
+        o.chunks.assign(1, {chunk, hash_chunk(s_.get_model(), p_.format, preamble, chunk)});
     }
     return *o.chunks[0].key;
 }
@@ -124,12 +132,11 @@ void blend_engine::remember_request(const blend_request& req) {
     for (const auto& c : req.chunks) m.chunks.push_back({c, std::nullopt});
 }
 
+// Chunk `chunk` of the request prefill() runs.
 const chunk_key& blend_engine::request_key(size_t chunk) const {
     key_memo& m = impl_->request;
     key_memo::entry& e = m.chunks[chunk];
-    if (!e.key) {
-        e.key = make_chunk_key(s_.get_model().fingerprint(), static_cast<uint32_t>(m.format), m.preamble, e.chunk);
-    }
+    if (!e.key) e.key = hash_chunk(s_.get_model(), m.format, m.preamble, e.chunk);
     return *e.key;
 }
 

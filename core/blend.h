@@ -81,7 +81,10 @@ public:
     // Writes back KV of chunks that missed in the last prefill (outside the TTFT path).
     void write_back_misses();
 
-    chunk_key key_of(const std::vector<token_id>& preamble, const std::vector<token_id>& chunk) const;
+    // The chunk's store key for this model and format. A chunk of the last prefill's request
+    // (or the last chunk asked for) is hashed once: later calls return the remembered key.
+    chunk_key key_of(const std::vector<token_id>& preamble,
+                     const std::vector<token_id>& chunk) const;
     // What a stored chunk of n_tokens must match to be used with this model and format.
     chunk_kv_meta meta_of(int32_t n_tokens) const;
 
@@ -92,7 +95,7 @@ private:
     struct key_memo;     // the last request's chunk keys
 
     void resolve_calibration();  // p_ from requested_ and the store's calibration record
-    // One attempt at prefill(): the driver over the steps below (core/blend-steps.cpp).
+    // One attempt at prefill(): the driver over the steps below (core/blend-prefill.cpp).
     const std::vector<float>& prefill_once(const blend_request& req,
                                            const std::vector<bool>& forced_miss, blend_stats* out);
     void remember_request(const blend_request& req);

@@ -1,5 +1,6 @@
 #include "core/chunk-hash.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "core/sha256.h"
@@ -65,9 +66,16 @@ bool chunk_key::operator==(const chunk_key& o) const {
     return std::memcmp(bytes, o.bytes, sizeof(bytes)) == 0;
 }
 
+namespace {
+std::atomic<uint64_t> g_keys_made{0};
+}  // namespace
+
+uint64_t chunk_keys_made() { return g_keys_made.load(std::memory_order_relaxed); }
+
 chunk_key make_chunk_key(uint64_t model_fingerprint, uint32_t kv_format,
                          const std::vector<token_id>& preamble,
                          const std::vector<token_id>& chunk) {
+    g_keys_made.fetch_add(1, std::memory_order_relaxed);
     sha256_ctx c;
     c.update(k_domain, sizeof(k_domain));  // includes the NUL: the tag is self-delimiting
     put_u64(c, model_fingerprint);

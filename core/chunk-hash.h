@@ -23,6 +23,9 @@ bool parse_chunk_key(const std::string& hex, chunk_key* out);
 
 chunk_key make_chunk_key(uint64_t model_fingerprint, uint32_t kv_format,
                          const std::vector<token_id>& preamble, const std::vector<token_id>& chunk);
+// How many keys make_chunk_key has computed in this process: a request hashes each chunk once
+// (tests hold the blend engine to it; the count costs one relaxed atomic add per key).
+uint64_t chunk_keys_made();
 
 // SHA-256 of a byte string (FIPS 180-4).
 void sha256(const void* data, size_t n, uint8_t out[32]);
