@@ -28,8 +28,9 @@ void lay_out(const blend_request& req, int32_t n_ctx, std::vector<token_id>* tok
     *tokens = req.preamble;
     chunk_start->resize(req.chunks.size());
     for (size_t c = 0; c < req.chunks.size(); ++c) {
-        if (req.chunks[c].empty())
+        if (req.chunks[c].empty()) {
             throw error(status::invalid_arg, fmt("blend: chunk %zu is empty", c));
+        }
         (*chunk_start)[c] = static_cast<int64_t>(tokens->size());
         tokens->insert(tokens->end(), req.chunks[c].begin(), req.chunks[c].end());
     }
@@ -93,8 +94,9 @@ void blend_engine::plan_and_lookup(const blend_request& req, const std::vector<b
         if (p_.mode == blend_mode::prefix && c > 0) break;
         const auto& ch = req.chunks[c];
         std::unique_ptr<chunk_kv_reader> r;
-        if (!forced_miss[c])
+        if (!forced_miss[c]) {
             r = store_->lookup(request_key(c), meta_of(static_cast<int32_t>(ch.size())));
+        }
         if (!r) {
             ++st->chunks_missed;
             st->tokens_missed += static_cast<int64_t>(ch.size());
@@ -123,8 +125,9 @@ void blend_engine::plan_and_lookup(const blend_request& req, const std::vector<b
 void blend_engine::resolve_ratio(plan* P, blend_stats* st) const {
     const model_hparams& hp = s_.get_model().hparams();
     const int64_t N = P->n, NR = P->n_reused();
-    if (p_.mode == blend_mode::blend && NR == 0)
+    if (p_.mode == blend_mode::blend && NR == 0) {
         st->fallback_reason = "no cached chunks: computed in full";
+    }
     if (!calib_note_.empty()) {
         st->fallback_reason =
             st->fallback_reason.empty() ? calib_note_ : calib_note_ + "; " + st->fallback_reason;
@@ -168,12 +171,14 @@ forward_engine& blend_engine::scratch_engine(int64_t n_rows) {
 // compare), else only the rows not reused. Embeds them at their prompt positions.
 void blend_engine::start_active(const plan& P, forward_engine& fwd, layer_state* L) const {
     for (int64_t i = 0; i < P.n; ++i) {
-        if (P.blending || P.reused_index[static_cast<size_t>(i)] < 0)
+        if (P.blending || P.reused_index[static_cast<size_t>(i)] < 0) {
             L->active.push_back(static_cast<int32_t>(i));
+        }
     }
     std::vector<token_id> act_tokens(L->active.size());
-    for (size_t i = 0; i < L->active.size(); ++i)
+    for (size_t i = 0; i < L->active.size(); ++i) {
         act_tokens[i] = P.tokens[static_cast<size_t>(L->active[i])];
+    }
     fwd.embed(act_tokens.data(), static_cast<int64_t>(L->active.size()));
     fwd.set_positions(L->active.data(), static_cast<int64_t>(L->active.size()));
     L->is_active.assign(static_cast<size_t>(P.n), 0);
@@ -191,23 +196,25 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     const bool loaded = !P.load_layers.empty() && l >= P.load_layers.front();
     const float* ck = nullptr;
     const uint16_t* cv = nullptr;
-    if (loaded)
+    if (loaded) {
         std::tie(ck, cv) = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
+    }
     const auto ci = std::find(p_.check_layers.begin(), p_.check_layers.end(), l);
     const bool is_check = P.blending && ci != p_.check_layers.end();
     if (is_check) {
         const auto t_sel = clock_type::now();
-        select_args a{&L->active,
-                      &P.reused_index,
-                      fwd.k(),
-                      fwd.v(),
-                      ck,
-                      cv,
-                      s_.get_model().hparams().kv_dim(),
-                      P.n_reused(),
-                      P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())],
-                      l,
-                      p_.deviation};
+        select_args a;
+        a.active = &L->active;
+        a.reused_index = &P.reused_index;
+        a.fresh_k = fwd.k();
+        a.fresh_v = fwd.v();
+        a.cached_k = ck;
+        a.cached_v = cv;
+        a.kv_dim = s_.get_model().hparams().kv_dim();
+        a.n_reused = P.n_reused();
+        a.ratio = P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())];
+        a.layer = l;
+        a.deviation = p_.deviation;
         select_tokens(s_.get_backend(), a, &L->sel, &L->keep);
         L->select_ms += ms_between(t_sel, clock_type::now());
     }
@@ -219,8 +226,9 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     if (is_check) {
         fwd.compact_rows(L->keep.data(), static_cast<int64_t>(L->keep.size()));
         std::vector<int32_t> next(L->keep.size());
-        for (size_t i = 0; i < L->keep.size(); ++i)
+        for (size_t i = 0; i < L->keep.size(); ++i) {
             next[i] = L->active[static_cast<size_t>(L->keep[i])];
+        }
         L->active.swap(next);
     }
     fwd.attend_and_mlp(l, cache, static_cast<int64_t>(L->active.size()), P.n);

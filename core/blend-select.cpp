@@ -39,8 +39,9 @@ void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>
         }
     }
     be.kv_deviation(s->fresh.data(), kd, s->cached.data(), kd, mr, kd, s->dev.data());
-    for (int64_t i = 0; i < mr; ++i)
+    for (int64_t i = 0; i < mr; ++i) {
         (*total)[static_cast<size_t>(i)] += s->dev[static_cast<size_t>(i)];
+    }
 }
 
 // Scores of the candidates (higher = recompute first): V then K deviation as asked, or the
@@ -61,10 +62,12 @@ std::vector<float> score(backend& be, const select_args& a, const std::vector<in
         }
         return total;
     }
-    if (a.deviation != deviation_kind::k)
+    if (a.deviation != deviation_kind::k) {
         add_deviation(be, a, cand, a.fresh_v, a.cached_v, nullptr, s, &total);
-    if (a.deviation != deviation_kind::v)
+    }
+    if (a.deviation != deviation_kind::v) {
         add_deviation(be, a, cand, a.fresh_k, nullptr, a.cached_k, s, &total);
+    }
     return total;
 }
 
@@ -90,8 +93,9 @@ void select_tokens(backend& be, const select_args& a, select_scratch* s,
     const int64_t n_act = static_cast<int64_t>(active.size());
     std::vector<int64_t> cand;  // active indices of reused rows: the candidates
     for (int64_t i = 0; i < n_act; ++i) {
-        if (reused_index[static_cast<size_t>(active[static_cast<size_t>(i)])] >= 0)
+        if (reused_index[static_cast<size_t>(active[static_cast<size_t>(i)])] >= 0) {
             cand.push_back(i);
+        }
     }
     const int64_t mr = static_cast<int64_t>(cand.size());
     const std::vector<float> total = score(be, a, cand, s);
@@ -99,8 +103,9 @@ void select_tokens(backend& be, const select_args& a, select_scratch* s,
         mr, static_cast<int64_t>(
                 std::ceil(static_cast<double>(a.ratio) * static_cast<double>(a.n_reused) - 1e-9)));
     std::vector<uint8_t> chosen(static_cast<size_t>(n_act), 0);
-    for (int64_t i : top_k(total, n_keep))
+    for (int64_t i : top_k(total, n_keep)) {
         chosen[static_cast<size_t>(cand[static_cast<size_t>(i)])] = 1;
+    }
     keep->clear();
     for (int64_t i = 0; i < n_act; ++i) {
         if (chosen[static_cast<size_t>(i)] ||

@@ -13,12 +13,12 @@
 namespace cacheblend {
 
 struct select_args {
-    const std::vector<int32_t>* active;        // prompt rows computed at this layer, ascending
-    const std::vector<int32_t>* reused_index;  // prompt row -> row in the loaded R, -1 if none
-    const float* fresh_k;                      // forward buffers, [active][kv_dim]
-    const float* fresh_v;
-    const float* cached_k;  // the loader's layer, [R][kv_dim]
-    const uint16_t* cached_v;
+    const std::vector<int32_t>* active = nullptr;        // rows computed at this layer, ascending
+    const std::vector<int32_t>* reused_index = nullptr;  // prompt row -> row in R, -1 if none
+    const float* fresh_k = nullptr;                      // forward buffers, [active][kv_dim]
+    const float* fresh_v = nullptr;
+    const float* cached_k = nullptr;                     // the loader's layer, [R][kv_dim]
+    const uint16_t* cached_v = nullptr;
     int64_t kv_dim = 0;
     int64_t n_reused = 0;  // |R|: the share counts against all reused rows
     float ratio = 0;       // share of R kept at this check layer
