@@ -17,7 +17,7 @@ set(known_breaks
   "core/bert.cpp -> kernels/cpu/fp16.h"
   "core/bert.h -> kernels/cpu/ops.h"
   "core/bert.h -> kernels/cpu/thread-pool.h"
-  "core/blend.cpp -> kernels/cpu/fp16.h"
+  "core/blend-select.cpp -> kernels/cpu/fp16.h"
   "core/kv-file.cpp -> kernels/cpu/fp16.h"
   "core/model.cpp -> kernels/cpu/fp16.h"
   "core/model.h -> kernels/cpu/ops.h"
