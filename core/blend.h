@@ -1,4 +1,5 @@
-// Blended prefill (CacheBlend; docs/ARCHITECTURE.md, 'Blended prefill'). A prompt is [P preamble][C1]..[Ck][Q question].
+// Blended prefill (CacheBlend; docs/ARCHITECTURE.md, 'Blended prefill'). A prompt is
+// [P preamble][C1]..[Ck][Q question].
 // Each chunk's KV (K before RoPE, V) is precomputed once over [P][Ci] and kept in the kv_store.
 // At request time cached chunks are streamed layer by layer and relocated to their positions;
 // layer 0 runs in full, the check layer(s) rank reused tokens by how far their fresh KV deviates
