@@ -112,10 +112,20 @@ if ! cb ingest --data "$data" --check > "$work/check.log" 2>&1; then
   exit 1
 fi
 docs=("$work"/a/*.txt "$work"/b/*.txt)
-dense=$(cb search --data "$data" --mode dense --k 1000 "river stone maple" --json |
-  python3 -c 'import json,sys; print(len({h["uri"] for h in json.load(sys.stdin)["hits"]}))')
+cb search --data "$data" --mode dense --k 1000 "river stone maple" --json > "$work/dense.json"
+dense=$(python3 -c 'import json,sys; print(len({h["uri"] for h in json.load(open(sys.argv[1]))["hits"]}))' \
+  "$work/dense.json")
 if ((dense != ${#docs[@]})); then
   echo "crash-loop: dense search finds $dense documents, the folders hold ${#docs[@]}" >&2
+  # What is missing, and whether BM25 (the catalog) has it: evidence for the next person.
+  for d in "${docs[@]}"; do
+    grep -qF "\"$d\"" "$work/dense.json" && continue
+    f=$(basename "$(dirname "$d")")
+    base=$(basename "$d" .txt)
+    echo "  not in dense hits: $d (bm25 for zq$f${base#doc}:" \
+      "$(cb search --data "$data" --mode bm25 --k 1 "zq$f${base#doc}" --json | head -c 300))" >&2
+  done
+  cat "$work/check.log" "$work/resume.log" >&2
   exit 1
 fi
 for d in "${docs[@]}"; do
