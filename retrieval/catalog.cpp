@@ -174,11 +174,15 @@ std::unique_ptr<catalog> catalog::open(const std::string& path) {
     // SQLITE_BUSY at once (no busy handler for a journal mode change), so it retries here.
     for (int attempt = 0;; ++attempt) {
         const int jrc = sqlite3_exec(c->db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
-        if ((jrc & 0xff) != SQLITE_BUSY && (jrc & 0xff) != SQLITE_LOCKED) break;
-        if (attempt >= 200) break;  // ~10 s, as the busy timeout: exec below reports it
+        if (jrc == SQLITE_OK) break;
+        const bool busy = (jrc & 0xff) == SQLITE_BUSY || (jrc & 0xff) == SQLITE_LOCKED;
+        // Not busy, or still busy after ~10 s (the busy timeout): exec reports it with the message.
+        if (!busy || attempt >= 200) {
+            c->exec("PRAGMA journal_mode=WAL");
+            break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    c->exec("PRAGMA journal_mode=WAL");
     c->exec("PRAGMA synchronous=NORMAL");
     c->exec("PRAGMA foreign_keys=ON");
     c->migrate();

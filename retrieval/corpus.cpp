@@ -67,26 +67,6 @@ std::string sha256_hex(std::string_view data) {
     return k.hex();
 }
 
-bool parse_key_hex(const std::string& hex, chunk_key* out) {
-    if (hex.size() != 64) return false;
-    for (size_t i = 0; i < 32; ++i) {
-        unsigned v = 0;
-        for (size_t j = 0; j < 2; ++j) {
-            const char c = hex[2 * i + j];
-            v <<= 4;
-            if (c >= '0' && c <= '9') {
-                v |= static_cast<unsigned>(c - '0');
-            } else if (c >= 'a' && c <= 'f') {
-                v |= static_cast<unsigned>(c - 'a' + 10);
-            } else {
-                return false;
-            }
-        }
-        out->bytes[i] = static_cast<uint8_t>(v);
-    }
-    return true;
-}
-
 // A file the walk found and the identity it had when it was checked. read_file opens it without
 // following a symlink and refuses a different file (one swapped in after the walk looked).
 struct found_file {
@@ -727,7 +707,7 @@ void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
     for (const auto& [id, key] : cat_->chunk_kv_keys()) {
         chunk_key k;
         if (key.empty() || !seen.insert(key).second) continue;
-        if (!parse_key_hex(key, &k) || !p_.kv->contains(k)) gone.push_back(id);
+        if (!parse_chunk_key(key, &k) || !p_.kv->contains(k)) gone.push_back(id);
     }
     for (size_t at = 0; at < gone.size(); at += 256) {
         const std::vector<int64_t> batch(gone.begin() + static_cast<std::ptrdiff_t>(at),
@@ -747,7 +727,7 @@ void corpus::delete_pending_kv(ingest_report* r) {
         // Order matters for crashes: the file goes first, then the queue entry.
         if (cat_->kv_refcount(key) == 0 && p_.kv) {
             chunk_key k;
-            if (parse_key_hex(key, &k) && p_.kv->remove(k) && r) ++r->kv_deleted;
+            if (parse_chunk_key(key, &k) && p_.kv->remove(k) && r) ++r->kv_deleted;
         }
         if (p_.kv || cat_->kv_refcount(key) > 0) cat_->drop_pending_kv_delete(key);
     }
