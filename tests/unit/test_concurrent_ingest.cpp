@@ -70,7 +70,11 @@ std::string make_folder(const std::string& root, const std::string& name, int n)
 
 // Forks a writer that waits for `go` to exist, then ingests `folder` slowly (a pause per file,
 // so the two runs overlap). It exits 0 on success (10 if it had to wait), 1 on error.
-pid_t spawn_ingest(const std::string& data, const std::string& folder, const std::string& go) {
+// With `handshake`, the overlap does not depend on timing (sanitizers slow process start more
+// than the pauses): a writer that meets the lock busy creates `waiting`, and the lock holder does
+// not start its first file until that file exists (or 20 s pass: with no lock, neither waits).
+pid_t spawn_ingest(const std::string& data, const std::string& folder, const std::string& go,
+                   bool handshake) {
     const pid_t pid = ::fork();
     if (pid != 0) return pid;
     int code = 1;
@@ -78,10 +82,22 @@ pid_t spawn_ingest(const std::string& data, const std::string& folder, const std
         while (!exists(go)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
         auto c = open_corpus(data);
         bool waited = false;
+        bool first_file = true;
+        const std::string waiting = go + ".waiting";
         ingest_params p = small_chunks();
         p.progress = [&](const ingest_progress& pr) {
-            if (std::string(pr.phase) == "wait") waited = true;
+            if (std::string(pr.phase) == "wait" && !waited) {
+                waited = true;
+                write(waiting, "");
+            }
             if (std::string(pr.phase) == "ingest") {
+                if (handshake && first_file) {
+                    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                    while (!exists(waiting) && std::chrono::steady_clock::now() < until) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    }
+                }
+                first_file = false;
                 std::this_thread::sleep_for(std::chrono::milliseconds(15));
             }
             return true;
@@ -123,13 +139,19 @@ void two_writers(bool existing_dir) {
         expected_docs += 4;
     }
     const std::string go = root + "/go";
-    const pid_t pa = spawn_ingest(data, a, go);
-    const pid_t pb = spawn_ingest(data, b, go);
+    // In a new directory the second writer may instead block while its open records the
+    // embedder (a write, under the same lock but with no progress callback), so "wait" is seen
+    // for sure only in an existing one.
+    const pid_t pa = spawn_ingest(data, a, go, existing_dir);
+    const pid_t pb = spawn_ingest(data, b, go, existing_dir);
     write(go, "");
     const int ea = wait_exit(pa), eb = wait_exit(pb);
     EXPECT_TRUE(ea == 0 || ea == 10) << "first writer exit " << ea;
     EXPECT_TRUE(eb == 0 || eb == 10) << "second writer exit " << eb;
-    EXPECT_TRUE(ea == 10 || eb == 10) << "neither writer waited for the other";
+    if (existing_dir) {
+        EXPECT_NE(ea == 10, eb == 10) << "exactly one writer must wait for the other (exits "
+                                      << ea << ", " << eb << ")";
+    }
 
     auto c = open_corpus(data);
     EXPECT_EQ(c->cat().count_documents(), expected_docs);
