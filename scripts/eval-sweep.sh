@@ -9,7 +9,9 @@
 # BUILD_DIR (build), CBL_THREADS, CBL_MODEL (a model name or GGUF path; default qwen2.5-coder-1.5b,
 # the model quality claims are measured on), CBL_KV_STORE (the CLI's default store otherwise),
 # CBL_KV_FORMAT (f16, q8 or exact; default f16), CBL_KV_BUDGET (the store's size, default 8G: 50
-# records of f16 KV take ~7 GB, of exact KV ~10 GB).
+# records of f16 KV take ~7 GB, of exact KV ~10 GB). Finished records are journaled in
+# OUT_DIR/sweep-journal.jsonl: run the script again after a stop and it continues; delete that
+# file to start over (a run with other settings refuses it).
 # Plotting uses matplotlib from PyPI in a venv under ${XDG_CACHE_HOME:-~/.cache}/cacheblend/; the
 # library never depends on it.
 set -euo pipefail
@@ -43,7 +45,8 @@ fi
 mkdir -p "$out_dir"
 
 args=(eval --model "$model" --dataset "$dataset" --limit "$limit" --modes full,reuse,blend
-      --ratios "$ratios" --max-tokens 32 --json --out "$out_dir/sweep-results.json")
+      --ratios "$ratios" --max-tokens 32 --json --out "$out_dir/sweep-results.json"
+      --resume "$out_dir/sweep-journal.jsonl")
 [[ -n "${CBL_THREADS:-}" ]] && args+=(--threads "$CBL_THREADS")
 [[ -n "${CBL_KV_STORE:-}" ]] && args+=(--store "$CBL_KV_STORE")
 [[ -n "${CBL_KV_FORMAT:-}" ]] && args+=(--kv-format "$CBL_KV_FORMAT")

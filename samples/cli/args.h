@@ -43,6 +43,8 @@ public:
     std::string get_or(const std::string& name, const std::string& def) const;
     std::vector<std::string> get_all(const std::string& name) const;
     const std::vector<std::string>& positional() const { return positional_; }
+    // Every flag given, by name (a switch holds one empty value).
+    const std::map<std::string, std::vector<std::string>>& all() const { return values_; }
 
     int64_t get_int(const std::string& name, int64_t def, int64_t min, int64_t max) const;
     uint64_t get_u64(const std::string& name, uint64_t def) const;

@@ -37,6 +37,7 @@ const command_spec& spec() {
                 {"limit", "N", "evaluate the first N records (default all)"},
                 {"json", "", "print the per-mode summary as one JSON object"},
                 {"out", "FILE", "write the summary and every per-record result as JSON"},
+                {"resume", "FILE", "keep finished records in FILE; a rerun with it skips them"},
             },
             0,
             "ctxs and answers may be JSON lists or strings holding Python literals. Decoding is\n"
@@ -44,7 +45,9 @@ const command_spec& spec() {
             "same settings and seed (default 0). F1 is SQuAD-normalized word F1 of the first\n"
             "answer line (the reference's Yes/No mapping applied) against the best gold answer;\n"
             "the F1 interval is a paired bootstrap (1000 resamples, fixed seed) of mode minus\n"
-            "full.",
+            "full. With --resume FILE every finished record is written to FILE at once; a run\n"
+            "stopped or killed is continued by the same command (--limit may grow, --out may\n"
+            "change; other settings must match, or FILE is refused).",
         };
         for (flag_spec& f : eval_flags()) c.flags.push_back(std::move(f));
         for (flag_spec& f : sampling_flags(eval_sampling())) c.flags.push_back(std::move(f));

@@ -6,11 +6,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <sstream>
+
+#include <sys/stat.h>
 
 #include "answer-json.h"
 #include "blend-common.h"
 #include "commands.h"
 #include "cacheblend_experimental.h"
+#include "eval-journal.h"
 #include "eval-metrics.h"
 #include "musique-prompt.h"
 #include "progress-bar.h"
@@ -70,6 +75,13 @@ private:
     }
 };
 
+// Dataset order, whichever run (this one or a journaled one) made each record.
+std::vector<record_result> sorted_by_index(std::vector<record_result> v) {
+    std::sort(v.begin(), v.end(),
+              [](const record_result& x, const record_result& y) { return x.index < y.index; });
+    return v;
+}
+
 std::vector<summary> summarize(const std::vector<run_spec>& runs,
                                const std::vector<record_result>& results) {
     std::vector<summary> out(runs.size());
@@ -114,6 +126,47 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
     }
     for (summary& s : out) s.speedup = s.ttft_mean > 0 ? out[0].ttft_mean / s.ttft_mean : 0;
     return out;
+}
+
+// The journal's first line: what per-record results depend on. Flags that only pick records,
+// outputs or where KV lives are left out, so a run can be resumed with a larger --limit or
+// another --out; flags that change results appear resolved (model file, runs) or verbatim.
+std::string journal_settings(const parsed_args& a, const eval_meta& meta,
+                             const std::vector<run_spec>& runs) {
+    static const std::set<std::string> not_results{
+        "dataset", "limit", "out",  "json",      "resume", "store", "data",   "kv-budget",
+        "model",   "modes", "ratio", "ratios",   "sweep",  "threads", "max-tokens", "kv-format"};
+    std::ostringstream os;
+    json_writer w(os);
+    w.begin_object();
+    w.field("journal", "cacheblend eval");
+    w.field("version", 1);
+    w.field("model", meta.model);
+    struct stat st {};
+    w.field("model_bytes", ::stat(meta.model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size)
+                                                                : int64_t{-1});
+    w.key("runs").begin_array();
+    for (const run_spec& r : runs) {
+        w.begin_object();
+        w.field("label", r.label);
+        w.field("mode", std::string(mode_name(r.mode)));
+        w.field("ratio", r.ratio);
+        w.end_object();
+    }
+    w.end_array();
+    w.field("threads", meta.threads);
+    w.field("max_tokens", meta.max_tokens);
+    w.field("kv_format", meta.kv_format);
+    w.key("flags").begin_object();
+    for (const auto& [name, values] : a.all()) {
+        if (not_results.count(name)) continue;
+        w.key(name).begin_array();
+        for (const std::string& v : values) w.value(v);
+        w.end_array();
+    }
+    w.end_object();
+    w.end_object();
+    return os.str();
 }
 
 }  // namespace
@@ -211,6 +264,34 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     meta.records = static_cast<int64_t>(todo.size());
     meta.prompt_tokens_mean /= static_cast<double>(todo.size());
 
+    // --resume: records an earlier run finished come from the journal; only the rest run.
+    std::vector<record_result>& results = run.results;
+    results.reserve(todo.size());
+    std::unique_ptr<eval_journal> journal;
+    const size_t n_all = todo.size();
+    if (a.has("resume")) {
+        const std::string path = a.get_or("resume", "");
+        if (path.empty()) throw usage_error("--resume: empty path");
+        journal = std::make_unique<eval_journal>(path, journal_settings(a, meta, runs),
+                                                 runs.size(), data);
+        std::set<size_t> done;
+        for (const record_result& rec : journal->finished()) {
+            if (std::find(todo.begin(), todo.end(), rec.index) == todo.end()) continue;
+            done.insert(rec.index);
+            results.push_back(rec);
+        }
+        todo.erase(std::remove_if(todo.begin(), todo.end(),
+                                  [&](size_t i) { return done.count(i) != 0; }),
+                   todo.end());
+        std::fprintf(stderr, "%s: resuming from %s: %zu of %zu records done\n", log_name.c_str(),
+                     path.c_str(), done.size(), n_all);
+    }
+    if (todo.empty()) {
+        results = sorted_by_index(std::move(results));
+        run.sums = summarize(runs, results);
+        return run;
+    }
+
     cbl_session_params sp;
     cbl_session_params_init(&sp);
     sp.n_ctx = static_cast<int32_t>(std::min(longest + static_cast<size_t>(max_tokens), n_train));
@@ -259,17 +340,16 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     set_run(CBL_MODE_REUSE, 0.f);
     check(cbl_x_session_prefill_prompt(sess.get(), reqs[longest_at].prompt.get(), nullptr));
 
-    std::vector<record_result>& results = run.results;
-    results.reserve(todo.size());
     std::vector<float> full_logits(n_vocab);
+    // The bar counts this run's work (its ETA comes from this run's rate); labels count records
+    // of the whole evaluation, journaled ones included.
     progress_bar bar("evaluating", static_cast<int64_t>(todo.size() * runs.size()), !json,
                      when_redirected::log_lines);
     std::string mode_list;
     for (const run_spec& r : runs) mode_list += (mode_list.empty() ? "" : ", ") + r.label;
     int64_t done = 0;
     for (size_t i : todo) {
-        const std::string of =
-            std::to_string(results.size() + 1) + "/" + std::to_string(todo.size());
+        const std::string of = std::to_string(results.size() + 1) + "/" + std::to_string(n_all);
         record_result rec;
         rec.index = i;
         rec.prompt_tokens = reqs[i].n_tokens;
@@ -314,11 +394,13 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
             rec.runs.push_back(std::move(r));
             bar.update(++done);
         }
+        if (journal) journal->append(rec, data[i]);
         results.push_back(std::move(rec));
         bar.log_line(log_name + ": record " + of + " (" + mode_list + ")");
     }
     bar.finish();
 
+    results = sorted_by_index(std::move(results));
     run.sums = summarize(runs, results);
     return run;
 }

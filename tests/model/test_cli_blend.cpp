@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -272,6 +273,87 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     for (const char* m : {"full ", "reuse ", "blend@0.1 ", "blend@1 "}) {
         EXPECT_NE(h.out.find(m), std::string::npos) << m << "\n" << h.out;
     }
+}
+
+// eval --resume (a musique run of a real model takes hours): finished records go to a journal,
+// a rerun skips them, and the summary and per-record answers equal one uninterrupted run's.
+TEST_F(CliBlend, EvalResumeSkipsJournaledRecordsAndMatchesAnUninterruptedRun) {
+    const std::string dataset = dir_ + "/two.json";
+    const std::string two =
+        "[{\"ctxs\": [{\"title\": \"\", \"text\": \"mount kilimanjaro is a dormant volcano in "
+        "tanzania.\"}, {\"title\": \"\", \"text\": \"the amazon river flows through "
+        "brazil.\"}], \"question\": \"In which country is Kilimanjaro?\", \"answers\": "
+        "[\"Tanzania\"]},\n {\"ctxs\": [{\"title\": \"\", \"text\": \"the danube flows into "
+        "the black sea.\"}, {\"title\": \"\", \"text\": \"paris is the capital of "
+        "france.\"}, {\"title\": \"\", \"text\": \"rome is in italy.\"}], \"question\": "
+        "\"What is the capital of France?\", \"answers\": [\"Paris\"]}]\n";
+    write_file(dataset, two);
+    const std::string store = dir_ + "/kv";
+    const std::string journal = dir_ + "/journal.jsonl";
+    const auto eval = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args{"eval", "--dataset", dataset, "--modes", "full,blend",
+                                      "--store", store, "--max-tokens", "4", "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return run(args);
+    };
+    const auto answers = [](const std::string& out_file) {
+        std::vector<std::string> v;
+        const json o = json::parse(read_all(out_file));
+        for (size_t i = 0; i < o["results"].size(); ++i) {
+            for (const char* m : {"full", "blend"}) v.push_back(o["results"][i]["runs"][m]["text"].str);
+        }
+        return v;
+    };
+    const std::string whole_out = dir_ + "/whole.json";
+    const run_result whole = eval({"--out", whole_out});
+    ASSERT_EQ(whole.exit_code, 0) << whole.err;
+
+    // First record only, journaled; then a kill's torn line; then the rest.
+    const run_result first = eval({"--limit", "1", "--resume", journal});
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    EXPECT_NE(first.err.find("resuming from " + journal + ": 0 of 1 records done"),
+              std::string::npos)
+        << first.err;
+    std::string text = read_all(journal);
+    ASSERT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;  // settings + 1 record
+    write_file(journal, text + "{\"index\": 1, \"quest");
+    const std::string rest_out = dir_ + "/rest.json";
+    const run_result rest = eval({"--resume", journal, "--out", rest_out});
+    ASSERT_EQ(rest.exit_code, 0) << rest.err;
+    EXPECT_NE(rest.err.find("resuming from " + journal + ": 1 of 2 records done"),
+              std::string::npos)
+        << rest.err;
+    EXPECT_EQ(rest.err.find("record 1/2"), std::string::npos) << rest.err;  // not run again
+    EXPECT_NE(rest.err.find("record 2/2"), std::string::npos) << rest.err;
+    const json j = json::parse(rest.out);
+    EXPECT_EQ(j["records"].num, 2);
+    EXPECT_EQ(j["warm"]["chunks"].num, 3);  // only the second record's passages
+    EXPECT_EQ(j["modes"]["blend"]["n"].num, 2);
+    EXPECT_EQ(j["modes"]["full"]["f1"].num, json::parse(whole.out)["modes"]["full"]["f1"].num);
+    EXPECT_EQ(answers(rest_out), answers(whole_out));
+    text = read_all(journal);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3) << text;
+    EXPECT_EQ(text.back(), '\n');
+
+    // Everything done: the summary comes from the journal alone.
+    const run_result again = eval({"--resume", journal});
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("2 of 2 records done"), std::string::npos) << again.err;
+    EXPECT_EQ(json::parse(again.out)["modes"]["blend"]["fidelity_f1"].num,
+              j["modes"]["blend"]["fidelity_f1"].num);
+
+    // Other settings, or a dataset whose questions changed, are refused and leave it as it was.
+    one_error_line(eval({"--resume", journal, "--temp", "0.7"}), 2, "--temp");
+    one_error_line(run({"eval", "--dataset", dataset, "--modes", "full,reuse", "--store", store,
+                        "--max-tokens", "4", "--resume", journal}),
+                   2, "runs");
+    one_error_line(eval({"--resume", dataset}), 2, "not an eval journal");  // a slip of the hand
+    EXPECT_EQ(read_all(dataset), two);
+    std::string changed = two;
+    changed.replace(changed.find("In which country"), 16, "Where in Africa ");
+    write_file(dataset, changed);
+    one_error_line(eval({"--resume", journal}), 1, "dataset changed");
+    EXPECT_EQ(read_all(journal), text);
 }
 
 TEST_F(CliBlend, CalibrateRecordsTheRatioThatBlendThenUses) {
