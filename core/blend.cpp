@@ -165,7 +165,10 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
                                        (long long)(np + nc), s_.n_ctx()));
     }
     const chunk_key key = key_of(preamble, chunk);
-    if (store_->contains(key)) return false;
+    // A usable file is kept; one whose header is damaged or of an older file version (written
+    // before an upgrade) is removed by the lookup and computed again, so `ingest --precompute`
+    // refreshes a store instead of leaving every chunk a miss for the first requests.
+    if (store_->lookup(key, meta_of(static_cast<int32_t>(nc)))) return false;
 
     // [P][C] runs as one batch, exactly as the chunk's rows run inside a full prefill of the
     // whole prompt, so the stored KV is what full prefill computes there (kernels may pick their

@@ -382,6 +382,26 @@ TEST_F(BlendTest, CorruptStoreFilesAreMissesAndTheAnswerStaysRight) {
     EXPECT_FALSE(store_->contains(eng.key_of(one.preamble, one.chunks[0])));
 }
 
+// A file whose header no longer reads (damage, or an older file version after an upgrade) is
+// computed again by precompute: a present file is not enough to skip a chunk.
+TEST_F(BlendTest, PrecomputeReplacesFilesItCannotUse) {
+    precompute_all();
+    const auto files = kv_files(dir_ + "/kv");
+    ASSERT_EQ(files.size(), 3u);
+    for (const auto& f : files) {
+        std::fstream fs(f, std::ios::in | std::ios::out | std::ios::binary);
+        const char zeros[16] = {};
+        fs.write(zeros, sizeof(zeros));
+    }
+    blend_engine eng(*session_, store_, {});
+    for (const auto& c : req_.chunks) EXPECT_TRUE(eng.precompute_chunk(req_.preamble, c));
+    for (const auto& c : req_.chunks) EXPECT_FALSE(eng.precompute_chunk(req_.preamble, c));
+    blend_stats st;
+    run(blend_mode::reuse, 0.f, &st);
+    EXPECT_EQ(st.chunks_hit, 3);
+    EXPECT_EQ(st.chunks_missed, 0);
+}
+
 TEST_F(BlendTest, PromptLongerThanContextIsRefused) {
     blend_request big = req_;
     big.chunks.assign(40, req_.chunks[0]);
