@@ -20,17 +20,18 @@
 // 4, 5 A (activation rows 0-15, 16-31), 6, 7 B (columns 0-15, 16-31). A block of fewer than 17
 // activation rows leaves tiles 2, 3, 5 unconfigured and unused.
 //
-// q4_K / q5_K (most of a Q4_K_M model) use scaled panels instead (below): their sub-block scales
-// are split into two 3-bit digits multiplied into two copies of the weights, so the tiles sum a
-// whole group at full K (64 bytes) with no per-sub-block store and fold; the two sums are
-// combined by a shift and an add. q4_0 / q5_0 (one group per 32 elements) and q6_K (signed 8-bit
-// scales, which do not split into byte-sized products with its weights) keep the fold.
+// The K-quants use scaled panels instead (below): their sub-block scales are split into digits
+// multiplied into copies of the weights (two for q4_K / q5_K, four for q6_K), so the tiles sum a
+// whole group at full K (64 bytes) with no per-sub-block store and fold; the digits' sums are
+// combined by shifts and adds. q4_0 / q5_0 (a float step every 32 elements) keep the layout above.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cpu/arch/x86/igemm-panel-avx512.h"
 #include "kernels/cpu/igemm.h"
@@ -191,52 +192,99 @@ void amx_block(const uint8_t* pk, int64_t ng, const acts& a, int64_t ia, int mi,
 }
 
 // ---------------------------------------------------------------------------------------------
-// q4_K / q5_K: the sub-block scales go into the weights, so a group needs no per-sub-block fold.
-// With sc = 8 * hi + lo (hi, lo in 0..7) and unsigned weights w <= 31, w * lo and w * hi are bytes
-// (<= 217), and isum = sum_k (w_k sc_j(k)) a_k = 8 * sum_k (w_k hi_j(k)) a_k + sum_k (w_k lo_j(k)) a_k:
-// two exact int32 tile sums over the whole group (|each| <= 256 * 217 * 128 < 2^23), combined
-// per group by a shift and an add. A tiles then span 64 elements (full K per TDPBSUD).
-// Tiles: 0 / 2 the lo sums of activation rows 0-15 / 16-31, 1 / 3 the hi sums; 4, 5 A; 6 the lo
-// weights, 7 the hi weights of 16 columns.
+// K-quants on scaled panels: the sub-block scales go into the weights, so a group needs no
+// per-sub-block store and fold, and A tiles span 64 elements (full K per tile product).
+// Each scale is split into NDIG digits of BITS bits, sc = sum_d digit_d << (BITS * d), the top
+// digit taken with sc's sign (arithmetic shift), and the panel holds one copy of the weights per
+// digit, w * digit_d(sc of w's sub-block), which is a byte:
+//   q4_K / q5_K: w in 0..31, sc in 0..63, two 3-bit digits: w * digit <= 217 (unsigned);
+//   q6_K: w = q - 32 in -32..31, sc in -128..127, digits 0..3, 0..3, 0..3 and -2..1:
+//         w * digit in -96..96 (signed).
+// The group's isum = sum_d (C_d << (BITS * d)) where C_d = sum_k (w_k digit_d) a_k are exact tile
+// sums (|C_d| <= 256 * 217 * 128 < 2^23, q6_K: <= 256 * 96 * 255; the shifted sum stays below
+// 2^29), plus the zero-point correction of q6_K's u8 activations, as in the VNNI panel.
+// Tiles: C of A tile r, digit d = r * NDIG + d; A tile r = 4 + r; digit d's B = 6 + (d & 1)
+// (digits 2, 3 of q6_K reload the two B registers). q6_K's four C tiles per A leave room for one A
+// tile: it takes 16 activation rows per pass, q4_K / q5_K 32.
 // ---------------------------------------------------------------------------------------------
 
-// Byte layout of one group of a 32-column scaled panel: per half of 16 columns, the lo and hi
-// weights as [k/4][16][4] (B tiles of 16 rows at a 64-byte stride), then the VNNI panel's float
-// scales and min pairs.
+template <dtype T>
+struct scaled_traits;
+template <>
+struct scaled_traits<dtype::q4_k> {
+    static constexpr int NDIG = 2, BITS = 3, ROWS = 32;
+};
+template <>
+struct scaled_traits<dtype::q5_k> {
+    static constexpr int NDIG = 2, BITS = 3, ROWS = 32;
+};
+template <>
+struct scaled_traits<dtype::q6_k> {
+    static constexpr int NDIG = 4, BITS = 2, ROWS = 16;
+};
+
+template <dtype T>
+constexpr int scale_digit(int sc, int d) {
+    using D = scaled_traits<T>;
+    return d == D::NDIG - 1 ? sc >> (D::BITS * d) : (sc >> (D::BITS * d)) & ((1 << D::BITS) - 1);
+}
+
+// Byte layout of one group of a 32-column scaled panel: per half h of 16 columns and digit d, the
+// scaled weights as [k/4][16][4] (B tiles of 16 rows at a 64-byte stride); then the VNNI panel's
+// zero-point correction (q6_K), float scales and min pairs (q4_K / q5_K).
 template <dtype T>
 struct scaled_layout {
     using K = kt<T>;
-    static constexpr int half_bytes = K::G / 4 * 64;
-    static constexpr int lo_off(int h) { return 2 * h * half_bytes; }
-    static constexpr int hi_off(int h) { return lo_off(h) + half_bytes; }
-    static constexpr int dw_off = 4 * half_bytes;
+    using D = scaled_traits<T>;
+    static constexpr int copy_bytes = K::G / 4 * 64;
+    static constexpr int w_off(int h, int d) { return (h * D::NDIG + d) * copy_bytes; }
+    static constexpr int init_off = 2 * D::NDIG * copy_bytes;
+    static constexpr int dw_off = init_off + (K::U8ACT ? 128 : 0);
     static constexpr int dmin_off = dw_off + 128;
-    static constexpr int mp_off = dmin_off + 128;
-    static constexpr int bytes = mp_off + K::NSUB / 2 * 128;
+    static constexpr int mp_off = dmin_off + (K::MINS ? 128 : 0);
+    static constexpr int bytes = mp_off + (K::MINS ? K::NSUB / 2 * 128 : 0);
 };
+
+template <int I, int N, class F>
+inline void static_for(F&& f) {
+    if constexpr (I < N) {
+        f(std::integral_constant<int, I>{});
+        static_for<I + 1, N>(f);
+    }
+}
 
 template <dtype T>
 void pack_scaled_panel(const uint8_t* const* rows, int64_t ng, uint8_t* pk) {
     using K = kt<T>;
+    using D = scaled_traits<T>;
     using L = scaled_layout<T>;
-    static_assert(K::MINS && K::SC && !K::U8ACT && K::SUB == 32, "q4_K / q5_K only");
+    static_assert(K::SC && K::G == 256 && (K::SUB == 16 || K::SUB == 32), "K-quants only");
+    constexpr int per_chunk = 64 / K::SUB;  // sub-blocks per 64 elements
     alignas(64) static thread_local unpacked u[32];
-    // Column c's scaled weights in natural order: sw[c][0] = w * lo digit, sw[c][1] = w * hi digit.
-    alignas(64) static thread_local uint8_t sw[32][2][K::G];
+    // Column c's scaled weights in natural order, one copy per digit.
+    alignas(64) static thread_local uint8_t sw[32][D::NDIG][K::G];
     const __m512i low_bytes = _mm512_set1_epi16(0x00FF);
+    // Byte b of a 64-element chunk belongs to its sub-block (b / 16) / (SUB / 16): the byte that
+    // vpshufb picks (within b's 128-bit lane) from a word holding one digit per sub-block.
+    alignas(64) uint8_t lane_idx[64];
+    for (int b = 0; b < 64; ++b) lane_idx[b] = static_cast<uint8_t>(b / 16 / (K::SUB / 16));
+    const __m512i lane_sub = ld512(lane_idx);
     for (int64_t g = 0; g < ng; ++g) {
         uint8_t* P = pk + g * L::bytes;
         for (int c = 0; c < 32; ++c) {
             K::unpack(rows[c] + g * K::BLK, u[c]);
-            for (int q = 0; q < K::G / 64; ++q) {  // 64 elements: sub-blocks 2q, 2q + 1
+            for (int q = 0; q < K::G / 64; ++q) {
                 const __m512i w = ld512(u[c].q + 64 * q);
-                const int s0 = u[c].sc[2 * q], s1 = u[c].sc[2 * q + 1];
-                for (int d = 0; d < 2; ++d) {
-                    const int sh = 3 * d;
-                    const __m512i sv = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_set1_epi8(static_cast<char>((s0 >> sh) & 7)),
-                                                              _mm512_set1_epi8(static_cast<char>((s1 >> sh) & 7)));
-                    // Byte products (<= 217) by 16-bit multiplies: the low byte of x * s is
-                    // x_lo * s_lo; the high bytes' product comes from the shifted words.
+                for (int d = 0; d < D::NDIG; ++d) {
+                    uint32_t dig = 0;  // byte j: the digit of the chunk's sub-block j
+                    for (int j = 0; j < per_chunk; ++j) {
+                        dig |= static_cast<uint32_t>(static_cast<uint8_t>(scale_digit<T>(u[c].sc[q * per_chunk + j], d)))
+                               << (8 * j);
+                    }
+                    const __m512i sv = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(dig)), lane_sub);
+                    // Byte products by 16-bit multiplies (exact mod 256, and each product is a
+                    // byte): the low byte of x * s is x_lo * s_lo; the high bytes' product comes
+                    // from the words shifted down.
                     const __m512i ev = _mm512_and_si512(_mm512_mullo_epi16(w, sv), low_bytes);
                     const __m512i od = _mm512_slli_epi16(_mm512_mullo_epi16(_mm512_srli_epi16(w, 8), _mm512_srli_epi16(sv, 8)), 8);
                     _mm512_store_si512(sw[c][d] + 64 * q, _mm512_or_si512(ev, od));
@@ -244,90 +292,131 @@ void pack_scaled_panel(const uint8_t* const* rows, int64_t ng, uint8_t* pk) {
             }
         }
         for (int h = 0; h < 2; ++h) {
-            for (int d = 0; d < 2; ++d) {
-                auto* w32 = reinterpret_cast<uint32_t*>(P + (d ? L::hi_off(h) : L::lo_off(h)));
+            for (int d = 0; d < D::NDIG; ++d) {
+                auto* w32 = reinterpret_cast<uint32_t*>(P + L::w_off(h, d));
                 for (int t = 0; t < K::G / 4; ++t) {
                     for (int c = 0; c < 16; ++c) w32[t * 16 + c] = ld32(sw[16 * h + c][d] + 4 * t);
                 }
             }
         }
-        auto* dw = reinterpret_cast<float*>(P + L::dw_off);
-        auto* dm = reinterpret_cast<float*>(P + L::dmin_off);
-        auto* mp = reinterpret_cast<int16_t*>(P + L::mp_off);
-        for (int c = 0; c < 32; ++c) {
-            dw[c] = u[c].d;
-            dm[c] = u[c].dmin;
-        }
-        for (int p = 0; p < K::NSUB / 2; ++p) {
+        if (K::U8ACT) {
+            // -128 * sum_j sc_j * sum_{k in j} w_k: cancels the +128 of the u8 activations.
+            auto* init = reinterpret_cast<int32_t*>(P + L::init_off);
             for (int c = 0; c < 32; ++c) {
-                mp[(p * 32 + c) * 2] = u[c].mn[2 * p];
-                mp[(p * 32 + c) * 2 + 1] = u[c].mn[2 * p + 1];
+                int32_t tot = 0;
+                for (int j = 0; j < K::NSUB; ++j) {
+                    int32_t sum = 0;
+                    for (int e = j * K::SUB; e < (j + 1) * K::SUB; ++e) sum += static_cast<int8_t>(u[c].q[e]);
+                    tot += u[c].sc[j] * sum;
+                }
+                init[c] = -128 * tot;
+            }
+        }
+        auto* dw = reinterpret_cast<float*>(P + L::dw_off);
+        for (int c = 0; c < 32; ++c) dw[c] = u[c].d;
+        if (K::MINS) {
+            auto* dm = reinterpret_cast<float*>(P + L::dmin_off);
+            auto* mp = reinterpret_cast<int16_t*>(P + L::mp_off);
+            for (int c = 0; c < 32; ++c) dm[c] = u[c].dmin;
+            for (int p = 0; p < K::NSUB / 2; ++p) {
+                for (int c = 0; c < 32; ++c) {
+                    mp[(p * 32 + c) * 2] = u[c].mn[2 * p];
+                    mp[(p * 32 + c) * 2 + 1] = u[c].mn[2 * p + 1];
+                }
             }
         }
     }
 }
 
-// Rows [ia, ia + mi) (mi <= 32) x one scaled panel; configuration for mi rows, 64-byte A loaded.
+// Configuration of the scaled block: ma0 (1..16) + ma1 (0..16) activation rows, NDIG digits.
+inline void make_scaled_config(tile_config& c, int ma0, int ma1, int ndig) {
+    std::memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    const int ma[2] = {ma0, ma1};
+    for (int r = 0; r < 2; ++r) {
+        if (ma[r] == 0) continue;
+        c.rows[t_a0 + r] = static_cast<uint8_t>(ma[r]);
+        c.colsb[t_a0 + r] = k_amx_colsb;
+        for (int d = 0; d < ndig; ++d) {
+            c.rows[r * ndig + d] = static_cast<uint8_t>(ma[r]);
+            c.colsb[r * ndig + d] = k_amx_colsb;
+        }
+    }
+    for (int t : {t_b0, t_b1}) {
+        c.rows[t] = k_amx_rows;
+        c.colsb[t] = k_amx_colsb;
+    }
+}
+
+// Rows [ia, ia + mi) (mi <= ROWS) x one scaled panel; the configuration for mi rows is loaded.
 template <class Ops, dtype T>
 void amx_scaled_block(const uint8_t* pk, int64_t ng, const acts& a, int64_t ia, int mi, float* out,
                       int64_t ldo, int nw) {
     using K = kt<T>;
+    using D = scaled_traits<T>;
     using L = scaled_layout<T>;
+    constexpr int NA = D::ROWS / k_amx_rows;  // A tiles
     const int64_t nsum = a.k / 32;
-    const bool two = mi > k_amx_rows;
-    const uint8_t* aq0 = a.q + ia * a.ldq;
-    const uint8_t* aq1 = aq0 + k_amx_rows * a.ldq;
+    const int na = mi > k_amx_rows ? 2 : 1;
     const size_t lda = static_cast<size_t>(a.ldq);
-    alignas(64) int32_t clo[k_amx_block_m][16], chi[k_amx_block_m][16];
+    alignas(64) int32_t cs[D::NDIG][D::ROWS][16];  // the group's C tiles, per digit
     Ops::fence();  // the packed panel and the activations are in memory before the tile loads
     for (int h = 0; h < 2; ++h) {
         const int nh = nw - 16 * h;  // valid columns of this half
         if (nh <= 0) break;
-        __m512 acc[k_amx_block_m];
+        __m512 acc[D::ROWS];
         for (int i = 0; i < mi; ++i) acc[i] = _mm512_setzero_ps();
         for (int64_t g = 0; g < ng; ++g) {
             const uint8_t* P = pk + g * L::bytes;
-            Ops::template zero<t_c00>();
-            Ops::template zero<t_c01>();
-            if (two) {
-                Ops::template zero<t_c10>();
-                Ops::template zero<t_c11>();
-            }
+            static_for<0, NA>([&](auto r) {
+                if (r.value < na) static_for<0, D::NDIG>([&](auto d) { Ops::template zero<r.value * D::NDIG + d.value>(); });
+            });
             for (int s = 0; s < K::G / 64; ++s) {
                 const int64_t e = g * K::G + 64 * s;
-                Ops::template load<t_a0>(aq0 + e, lda);
-                Ops::template load<t_b0>(P + L::lo_off(h) + s * 16 * 64, 64);
-                Ops::template load<t_b1>(P + L::hi_off(h) + s * 16 * 64, 64);
-                Ops::template dpbsud<t_c00, t_a0, t_b0>();
-                Ops::template dpbsud<t_c01, t_a0, t_b1>();
-                if (two) {
-                    Ops::template load<t_a1>(aq1 + e, lda);
-                    Ops::template dpbsud<t_c10, t_a1, t_b0>();
-                    Ops::template dpbsud<t_c11, t_a1, t_b1>();
+                static_for<0, NA>([&](auto r) {
+                    if (r.value < na) Ops::template load<t_a0 + r.value>(a.q + (ia + k_amx_rows * r.value) * a.ldq + e, lda);
+                });
+                static_for<0, D::NDIG>([&](auto d) {
+                    constexpr int B = t_b0 + (d.value & 1);
+                    Ops::template load<B>(P + L::w_off(h, d.value) + s * 16 * 64, 64);
+                    static_for<0, NA>([&](auto r) {
+                        if (r.value >= na) return;
+                        if (K::U8ACT) {
+                            Ops::template dpbusd<r.value * D::NDIG + d.value, t_a0 + r.value, B>();
+                        } else {
+                            Ops::template dpbsud<r.value * D::NDIG + d.value, t_a0 + r.value, B>();
+                        }
+                    });
+                });
+            }
+            static_for<0, NA>([&](auto r) {
+                if (r.value < na) {
+                    static_for<0, D::NDIG>([&](auto d) {
+                        Ops::template store<r.value * D::NDIG + d.value>(&cs[d.value][k_amx_rows * r.value][0], 64);
+                    });
                 }
-            }
-            Ops::template store<t_c00>(&clo[0][0], 64);
-            Ops::template store<t_c01>(&chi[0][0], 64);
-            if (two) {
-                Ops::template store<t_c10>(&clo[k_amx_rows][0], 64);
-                Ops::template store<t_c11>(&chi[k_amx_rows][0], 64);
-            }
-            Ops::fence();  // the C tiles are in clo / chi before the vector loads below
+            });
+            Ops::fence();  // the C tiles are in cs before the vector loads below
             // The float steps of the VNNI tile, in its order, on this half's 16 columns.
             const __m512 dw = _mm512_load_ps(P + L::dw_off + 64 * h);
-            const __m512 dm = _mm512_load_ps(P + L::dmin_off + 64 * h);
+            const __m512i init = K::U8ACT ? ld512(P + L::init_off + 64 * h) : _mm512_setzero_si512();
             for (int i = 0; i < mi; ++i) {
-                const __m512i tot = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(chi[i]), 3),
-                                                     _mm512_load_si512(clo[i]));
+                __m512i tot = init;
+                for (int d = 0; d < D::NDIG; ++d) {
+                    tot = _mm512_add_epi32(tot, _mm512_slli_epi32(_mm512_load_si512(cs[d][i]), static_cast<unsigned>(D::BITS * d)));
+                }
                 const __m512 da = _mm512_set1_ps(a.d[(ia + i) * a.ng + g]);
                 acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(tot), acc[i]);
-                const int16_t* as = a.asum + (ia + i) * nsum + g * 8;
-                __m512i ms = _mm512_setzero_si512();
-                for (int p = 0; p < K::NSUB / 2; ++p) {
-                    const __m512i av = _mm512_set1_epi32(static_cast<int>(ld32(reinterpret_cast<const uint8_t*>(as + 2 * p))));
-                    ms = _mm512_add_epi32(ms, _mm512_madd_epi16(ld512(P + L::mp_off + p * 128 + 64 * h), av));
+                if (K::MINS) {
+                    const int16_t* as = a.asum + (ia + i) * nsum + g * 8;
+                    __m512i ms = _mm512_setzero_si512();
+                    for (int p = 0; p < K::NSUB / 2; ++p) {
+                        const __m512i av = _mm512_set1_epi32(static_cast<int>(ld32(reinterpret_cast<const uint8_t*>(as + 2 * p))));
+                        ms = _mm512_add_epi32(ms, _mm512_madd_epi16(ld512(P + L::mp_off + p * 128 + 64 * h), av));
+                    }
+                    const __m512 dm = _mm512_load_ps(P + L::dmin_off + 64 * h);
+                    acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(ms), acc[i]);
                 }
-                acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(ms), acc[i]);
             }
         }
         const __mmask16 keep = static_cast<__mmask16>(nh >= 16 ? 0xFFFF : (1u << nh) - 1);
@@ -335,12 +424,18 @@ void amx_scaled_block(const uint8_t* pk, int64_t ng, const acts& a, int64_t ia, 
     }
 }
 
-// Which panel and block a type uses: scaled (q4_K, q5_K) or per-sub-block fold (the others).
-template <dtype T>
+// Which panel and block a type uses: scaled (K-quants) or per-sub-block fold (q4_0, q5_0).
+template <dtype T, bool Scaled = kt<T>::G == 256>
 struct amx_scheme {
-    static constexpr bool scaled = T == dtype::q4_k || T == dtype::q5_k;
-    static constexpr int bytes = scaled ? scaled_layout<T>::bytes : panel_layout<T>::bytes;
-    static constexpr int a_colsb = scaled ? 64 : kt<T>::SUB;  // bytes per A-tile row
+    static constexpr bool scaled = true;
+    static constexpr int bytes = scaled_layout<T>::bytes;
+    static constexpr int block_m = scaled_traits<T>::ROWS;  // activation rows per pass
+};
+template <dtype T>
+struct amx_scheme<T, false> {
+    static constexpr bool scaled = false;
+    static constexpr int bytes = panel_layout<T>::bytes;
+    static constexpr int block_m = k_amx_block_m;
 };
 
 template <class Ops, dtype T>
@@ -363,11 +458,15 @@ void amx_gemm_t(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, con
         } else {
             pack_panel<T>(rows, ng, pk);
         }
-        for (int64_t ib = 0; ib < m; ib += k_amx_block_m) {
-            const int mi = static_cast<int>(m - ib < k_amx_block_m ? m - ib : k_amx_block_m);
+        for (int64_t ib = 0; ib < m; ib += S::block_m) {
+            const int mi = static_cast<int>(m - ib < S::block_m ? m - ib : S::block_m);
             if (mi != cfg_m) {
                 const int ma0 = mi < k_amx_rows ? mi : k_amx_rows;
-                make_tile_config(cfg, ma0, mi - ma0, S::a_colsb);
+                if constexpr (S::scaled) {
+                    make_scaled_config(cfg, ma0, mi - ma0, scaled_traits<T>::NDIG);
+                } else {
+                    make_tile_config(cfg, ma0, mi - ma0, kt<T>::SUB);
+                }
                 Ops::config(cfg);
                 cfg_m = mi;
             }

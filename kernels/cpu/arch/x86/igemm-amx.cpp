@@ -32,15 +32,21 @@ namespace {
     if constexpr (t == 6) op(6, __VA_ARGS__); \
     if constexpr (t == 7) op(7, __VA_ARGS__)
 
-// The (C, A, B) triples of the kernel: C00 = A0 x B0, C01 = A0 x B1, C10 = A1 x B0, C11 = A1 x B1.
-#define CBL_AMX_EACH_DOT(op)                                                     \
-    static_assert((C == t_c00 && A == t_a0 && B == t_b0) || (C == t_c01 && A == t_a0 && B == t_b1) || \
-                      (C == t_c10 && A == t_a1 && B == t_b0) || (C == t_c11 && A == t_a1 && B == t_b1), \
-                  "tile triple not used by the kernel");                          \
-    if constexpr (C == t_c00) op(0, 4, 6);                                       \
-    if constexpr (C == t_c01) op(1, 4, 7);                                       \
-    if constexpr (C == t_c10) op(2, 5, 6);                                       \
-    if constexpr (C == t_c11) op(3, 5, 7)
+// C += A x B for C in 0..5, A in 4, 5 and B in 6, 7 (the kernels' assignment), expanded to the
+// one literal triple this instantiation names.
+#define CBL_AMX_DOT_B(op, c, a)              \
+    if constexpr (B == 6) op(c, a, 6);       \
+    if constexpr (B == 7) op(c, a, 7)
+#define CBL_AMX_DOT_A(op, c)                 \
+    if constexpr (A == 4) { CBL_AMX_DOT_B(op, c, 4); } \
+    if constexpr (A == 5) { CBL_AMX_DOT_B(op, c, 5); }
+#define CBL_AMX_EACH_DOT(op)                                                                      \
+    static_assert(C >= 0 && C <= 5 && (A == 4 || A == 5) && (B == 6 || B == 7) && C != A,         \
+                  "tile triple outside the kernels' assignment");                                 \
+    if constexpr (C == 0) { CBL_AMX_DOT_A(op, 0) }                                                \
+    if constexpr (C == 1) { CBL_AMX_DOT_A(op, 1) }                                                \
+    if constexpr (C == 2) { CBL_AMX_DOT_A(op, 2) }                                                \
+    if constexpr (C == 3) { CBL_AMX_DOT_A(op, 3) }
 
 #define CBL_TILE_ZERO(t, unused) _tile_zero(t)
 
