@@ -32,7 +32,7 @@ namespace {
     if constexpr (t == 6) op(6, __VA_ARGS__); \
     if constexpr (t == 7) op(7, __VA_ARGS__)
 
-// C += A x B for C in 0..5, A in 4, 5 and B in 6, 7 (the kernels' assignment), expanded to the
+// C += A x B for C in 0..3, A in 4, 5 and B in 6, 7 (the kernels' assignment), expanded to the
 // one literal triple this instantiation names.
 #define CBL_AMX_DOT_B(op, c, a)              \
     if constexpr (B == 6) op(c, a, 6);       \
@@ -41,7 +41,7 @@ namespace {
     if constexpr (A == 4) { CBL_AMX_DOT_B(op, c, 4); } \
     if constexpr (A == 5) { CBL_AMX_DOT_B(op, c, 5); }
 #define CBL_AMX_EACH_DOT(op)                                                                      \
-    static_assert(C >= 0 && C <= 5 && (A == 4 || A == 5) && (B == 6 || B == 7) && C != A,         \
+    static_assert(C >= 0 && C <= 3 && (A == 4 || A == 5) && (B == 6 || B == 7) && C != A,         \
                   "tile triple outside the kernels' assignment");                                 \
     if constexpr (C == 0) { CBL_AMX_DOT_A(op, 0) }                                                \
     if constexpr (C == 1) { CBL_AMX_DOT_A(op, 1) }                                                \
