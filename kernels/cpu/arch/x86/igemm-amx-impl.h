@@ -197,6 +197,30 @@ inline void static_for(F&& f) {
     }
 }
 
+// r[i] lane j <- r[j] lane i (16 x 16 dwords).
+inline void transpose16_epi32(__m512i* r) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4i + e], 128-bit lane k: rows 4i..4i+3 of dword 4k + e
+    for (int i = 0; i < 4; ++i) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int e = 0; e < 4; ++e) {
+        const __m512i a0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), b0 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88);
+        const __m512i a1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD), b1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
+        r[e] = _mm512_shuffle_i32x4(a0, b0, 0x88);
+        r[8 + e] = _mm512_shuffle_i32x4(a0, b0, 0xDD);
+        r[4 + e] = _mm512_shuffle_i32x4(a1, b1, 0x88);
+        r[12 + e] = _mm512_shuffle_i32x4(a1, b1, 0xDD);
+    }
+}
+
 template <dtype T>
 void pack_scaled_panel(const uint8_t* const* rows, int64_t ng, uint8_t* pk) {
     using K = kt<T>;
@@ -235,11 +259,15 @@ void pack_scaled_panel(const uint8_t* const* rows, int64_t ng, uint8_t* pk) {
                 }
             }
         }
+        // [k/4][16][4] per half and digit: 16 x 16 transposes of the columns' 4-byte words.
         for (int h = 0; h < 2; ++h) {
             for (int d = 0; d < D::NDIG; ++d) {
-                auto* w32 = reinterpret_cast<uint32_t*>(P + L::w_off(h, d));
-                for (int t = 0; t < K::G / 4; ++t) {
-                    for (int c = 0; c < 16; ++c) w32[t * 16 + c] = ld32(sw[16 * h + c][d] + 4 * t);
+                uint8_t* dst = P + L::w_off(h, d);
+                for (int blk = 0; blk < K::G / 64; ++blk) {
+                    __m512i r[16];
+                    for (int c = 0; c < 16; ++c) r[c] = ld512(sw[16 * h + c][d] + 64 * blk);
+                    transpose16_epi32(r);
+                    for (int t = 0; t < 16; ++t) _mm512_store_si512(dst + (16 * blk + t) * 64, r[t]);
                 }
             }
         }
