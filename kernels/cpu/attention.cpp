@@ -303,7 +303,7 @@ void attention(thread_pool& pool, const attention_args& a) {
     if (a.n_head % n_kv != 0) return;
 
     const cpu_isa isa = cpu_isa_active();
-    if (isa == cpu_isa::avx512 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
+    if (isa >= cpu_isa::avx512 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
         return attention_ggml(pool, a, n_kv);
     }
     attn_plan pl;

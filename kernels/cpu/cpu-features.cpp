@@ -7,6 +7,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #define CBL_X86 1
 #else
 #define CBL_X86 0
@@ -21,6 +25,19 @@ uint64_t xgetbv0() {
     uint32_t lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+// AMX tile data is off by default for Linux processes (its 8 KiB of state would grow every
+// signal frame): the process asks once, and a kernel without AMX support (before 5.16) or a
+// seccomp filter refuses. Other systems: not supported here.
+bool amx_permitted() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr long k_arch_req_xcomp_perm = 0x1023;
+    constexpr long k_xfeature_xtiledata = 18;
+    return syscall(SYS_arch_prctl, k_arch_req_xcomp_perm, k_xfeature_xtiledata) == 0;
+#else
+    return false;
+#endif
 }
 
 cpu_isa detect_hw(bool* bf16) {
@@ -46,6 +63,10 @@ cpu_isa detect_hw(bool* bf16) {
     const bool avx512bw = b & (1u << 30);
     const bool avx512vl = b & (1u << 31);
     const bool avx512vnni = c & (1u << 11);
+    const bool amx_tile = d & (1u << 24);
+    const bool amx_int8 = d & (1u << 25);
+    // XTILECFG | XTILEDATA (bits 17, 18): the OS saves the tile state.
+    const bool os_tiles = (xcr0 & 0x60000) == 0x60000;
     // BF16 is not part of the level (Cascade Lake / Ice Lake lack it): kernels that use it
     // check cpu_has_avx512bf16().
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
@@ -54,6 +75,7 @@ cpu_isa detect_hw(bool* bf16) {
 
     if (!(os_ymm && avx2 && fma && f16c && bmi2)) return cpu_isa::generic;
     if (os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni) {
+        if (amx_tile && amx_int8 && os_tiles && amx_permitted()) return cpu_isa::amx;
         return cpu_isa::avx512;
     }
     return cpu_isa::avx2;
@@ -79,6 +101,7 @@ cpu_isa env_or_detected(cpu_isa hw) {
     if (std::strcmp(s, "generic") == 0) return cpu_isa::generic;
     if (std::strcmp(s, "avx2") == 0) return min_isa(cpu_isa::avx2, hw);
     if (std::strcmp(s, "avx512") == 0) return min_isa(cpu_isa::avx512, hw);
+    if (std::strcmp(s, "amx") == 0) return min_isa(cpu_isa::amx, hw);
     return hw;  // invalid values are ignored
 }
 
@@ -125,6 +148,7 @@ const char* cpu_isa_name(cpu_isa isa) {
         case cpu_isa::generic: return "generic";
         case cpu_isa::avx2: return "avx2";
         case cpu_isa::avx512: return "avx512";
+        case cpu_isa::amx: return "amx";
     }
     return "unknown";
 }

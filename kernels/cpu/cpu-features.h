@@ -1,7 +1,8 @@
 // Run-time ISA selection. Each kernel has a generic path plus optional AVX2 and AVX-512 paths
 // compiled in their own translation units (kernels/cpu/arch/x86/*-avx2.cpp, *-avx512.cpp).
-// The environment variable CBL_CPU_ISA=generic|avx2|avx512 forces a lower level, so the test
+// The environment variable CBL_CPU_ISA=generic|avx2|avx512|amx forces a lower level, so the test
 // suite can run every path on one machine; it can never raise the level above the hardware's.
+// Levels are ordered: a kernel written for level L runs at every level >= L (compare with >=).
 #pragma once
 
 namespace cacheblend {
@@ -10,6 +11,10 @@ enum class cpu_isa : int {
     generic = 0,
     avx2 = 1,    // AVX2 + FMA + F16C
     avx512 = 2,  // AVX-512 F/BW/VL/DQ + VNNI (+ BF16 when present)
+    // avx512 + AMX-TILE + AMX-INT8, tile state enabled by the OS (XCR0 bits 17, 18) and granted
+    // to this process (Linux arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)). Only the
+    // prefill integer GEMM uses the tiles (igemm.h); everything else runs its avx512 kernels.
+    amx = 3,
 };
 
 cpu_isa cpu_isa_detected();  // what the hardware and OS support

@@ -24,7 +24,7 @@ const isa_kernels& generic_kernels() {
 
 const isa_kernels& kernels_for(cpu_isa isa) {
 #if defined(__x86_64__)
-    if (isa == cpu_isa::avx512) return avx512_kernels();
+    if (isa >= cpu_isa::avx512) return avx512_kernels();
     if (isa == cpu_isa::avx2) return avx2_kernels();
 #endif
     return generic_kernels();

@@ -130,11 +130,15 @@ const type_info* info(dtype w) {
 
 bool active(dtype w) {
 #if CBL_QUANTS_X86
-    return info(w) != nullptr && cpu_isa_active() == cpu_isa::avx512;
+    return info(w) != nullptr && cpu_isa_active() >= cpu_isa::avx512;
 #else
     (void)w;
     return false;
 #endif
+}
+
+prefill_kernel prefill_kernel_active() {
+    return cpu_isa_active() == cpu_isa::amx && amx_built() ? prefill_kernel::amx : prefill_kernel::vnni;
 }
 
 void act_buffer::reserve(dtype w, int64_t k, int64_t m) {
@@ -194,6 +198,12 @@ acts act_buffer::view() const { return a_; }
 // Other architectures never take this path (active() is false there).
 void gemm_rows(dtype, int64_t, const void*, size_t, int64_t, const acts&, int64_t, int64_t, float*, int64_t) {}
 void gemv_rows(dtype, int64_t, const void*, size_t, int64_t, const acts&, int64_t, int64_t, float*, int64_t) {}
+void gemm_rows_amx_emulated(dtype, int64_t, const void*, size_t, int64_t, const acts&, int64_t, int64_t, float*,
+                            int64_t) {}
+int64_t amx_emulator_faults(const char** first) {
+    if (first) *first = nullptr;
+    return 0;
+}
 #endif
 
 float reference_dot(dtype w, int64_t k, const void* wrow, const acts& a, int64_t i) {

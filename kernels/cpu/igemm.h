@@ -83,5 +83,28 @@ void gemv_rows(dtype w, int64_t k, const void* wbase, size_t w_stride, int64_t n
 // Columns per packed panel of gemm_rows (callers split work in multiples of it).
 constexpr int64_t panel_cols = 32;
 
+// The prefill GEMM on AMX-INT8 tiles (igemm-amx-impl.h): the same panels, integer sub-block sums
+// by tile dot products (exact int32), the scales and float steps as gemm_rows runs them, so the
+// same bits as gemm_rows for every output. Only call when prefill_kernel_active() is amx.
+void gemm_rows_amx(dtype w, int64_t k, const void* wbase, size_t w_stride, int64_t nrows,
+                   const acts& a, int64_t i0, int64_t m, float* out, int64_t ldo);
+// Whether this build has the AMX kernel (the compiler accepted -mamx-tile -mamx-int8).
+bool amx_built();
+
+enum class prefill_kernel { vnni, amx };
+// Which kernel matmul runs for many activation rows now: amx when the active level is
+// cpu_isa::amx (hardware, OS and process grant; CBL_CPU_ISA=avx512 turns it off) and amx_built().
+prefill_kernel prefill_kernel_active();
+
+// For tests on machines without AMX: the same kernel with its tile instructions run by a scalar
+// emulator of their documented semantics (Intel SDM: LDTILECFG palette 1, TILELOADD, TILESTORED,
+// TILEZERO, TDPBSUD/TDPBUSD). Needs AVX-512 (cpu_isa_detected() >= avx512) for the rest.
+void gemm_rows_amx_emulated(dtype w, int64_t k, const void* wbase, size_t w_stride, int64_t nrows,
+                            const acts& a, int64_t i0, int64_t m, float* out, int64_t ldo);
+// Instructions the emulator found invalid on this thread (what the hardware would fault on:
+// unconfigured tiles, shapes that do not fit) since the last call, and the first one's
+// description (nullptr when none); resets the count.
+int64_t amx_emulator_faults(const char** first);
+
 }  // namespace igemm
 }  // namespace cacheblend

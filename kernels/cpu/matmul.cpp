@@ -1,7 +1,8 @@
 // y = x * W^T with W in its GGUF type.
 //
 // q4_0 / q5_0 / q4_K / q5_K / q6_K on AVX-512 VNNI (the Qwen models): matmul_igemm, the integer
-// GEMM of igemm.h (docs/kernels.md), the same bits at every m.
+// GEMM of igemm.h (docs/kernels.md), the same bits at every m; its prefill runs on AMX tiles
+// where the active level is amx.
 // q4_1 / q8_0 on AVX-512 (SmolLM2): matmul_qgemm, an int8 GEMM bit-exact with ggml's vec_dot at
 // every m. Other types and ISAs:
 // Small m (decode): activations are quantized once to vec_dot_type(W) and each thread runs
@@ -211,6 +212,7 @@ void matmul_igemm(thread_pool& pool, const weight_view& w, const float* x, int64
     const igemm::acts a = acts.view();
     const auto* wbase = static_cast<const unsigned char*>(w.data);
     const bool gemv = m <= k_igemm_gemv_max_m;
+    const bool amx = !gemv && igemm::prefill_kernel_active() == igemm::prefill_kernel::amx;
     // Tasks of whole panels: a panel is unpacked once and meets every activation row.
     const int64_t blk = igemm::panel_cols;
     const int64_t n_blocks = (w.rows + blk - 1) / blk;
@@ -218,6 +220,8 @@ void matmul_igemm(thread_pool& pool, const weight_view& w, const float* x, int64
         const int64_t r0 = b0 * blk, r1 = std::min(w.rows, b1 * blk);
         if (gemv) {
             igemm::gemv_rows(w.type, k, wbase + r0 * w.row_bytes, w.row_bytes, r1 - r0, a, 0, m, y + r0, ldy);
+        } else if (amx) {
+            igemm::gemm_rows_amx(w.type, k, wbase + r0 * w.row_bytes, w.row_bytes, r1 - r0, a, 0, m, y + r0, ldy);
         } else {
             igemm::gemm_rows(w.type, k, wbase + r0 * w.row_bytes, w.row_bytes, r1 - r0, a, 0, m, y + r0, ldy);
         }

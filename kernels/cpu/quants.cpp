@@ -967,7 +967,7 @@ template <typename F>
 F pick(F (*f512)(dtype), F (*f256)(dtype), dtype t) {
     const cpu_isa isa = cpu_isa_active();
     F f = nullptr;
-    if (isa == cpu_isa::avx512) f = f512(t);
+    if (isa >= cpu_isa::avx512) f = f512(t);
     if (!f && isa != cpu_isa::generic) f = f256(t);
     return f;
 }
@@ -1029,7 +1029,7 @@ void vec_dot_rows(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nr
 
 bool vec_dot_tile_native(dtype t) {
 #if CBL_QUANTS_X86
-    if (cpu_isa_active() == cpu_isa::avx512) return avx512::find_vec_dot_tile(t) != nullptr;
+    if (cpu_isa_active() >= cpu_isa::avx512) return avx512::find_vec_dot_tile(t) != nullptr;
 #endif
     (void)t;
     return false;
@@ -1039,7 +1039,7 @@ void vec_dot_tile(dtype t, int64_t n, const void* w, size_t w_stride, int64_t nr
                   size_t a_stride, int64_t m, float* out, int64_t ldo) {
     if (nrows <= 0 || m <= 0) return;
 #if CBL_QUANTS_X86
-    if (n > 0 && cpu_isa_active() == cpu_isa::avx512) {
+    if (n > 0 && cpu_isa_active() >= cpu_isa::avx512) {
         if (const vec_dot_tile_fn f = avx512::find_vec_dot_tile(t)) {
             return f(n, w, w_stride, nrows, a, a_stride, m, out, ldo);
         }

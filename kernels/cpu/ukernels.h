@@ -95,7 +95,7 @@ const elem_kernels& elem_avx512();
 
 inline const gemm_kernels& gemm_for(cpu_isa isa) {
 #if defined(__x86_64__)
-    if (isa == cpu_isa::avx512) return gemm_avx512();
+    if (isa >= cpu_isa::avx512) return gemm_avx512();
     if (isa == cpu_isa::avx2) return gemm_avx2();
 #endif
     (void)isa;
@@ -104,7 +104,7 @@ inline const gemm_kernels& gemm_for(cpu_isa isa) {
 
 inline const attn_kernels& attn_for(cpu_isa isa) {
 #if defined(__x86_64__)
-    if (isa == cpu_isa::avx512) return attn_avx512();
+    if (isa >= cpu_isa::avx512) return attn_avx512();
     if (isa == cpu_isa::avx2) return attn_avx2();
 #endif
     (void)isa;
@@ -113,7 +113,7 @@ inline const attn_kernels& attn_for(cpu_isa isa) {
 
 inline const elem_kernels& elem_for(cpu_isa isa) {
 #if defined(__x86_64__)
-    if (isa == cpu_isa::avx512) return elem_avx512();
+    if (isa >= cpu_isa::avx512) return elem_avx512();
     if (isa == cpu_isa::avx2) return elem_avx2();
 #endif
     (void)isa;

@@ -454,7 +454,7 @@ void check_attention(cb::thread_pool& pool, const attn_case& tc, uint32_t seed) 
 
     // On AVX-512, batches of < 64 query rows follow ggml's one_chunk numerics (Q rounded to f16,
     // the output accumulated in f16): ~1e-3 off the exact value. Otherwise f32 accumulation.
-    const bool f16_acc = cb::cpu_isa_active() == cb::cpu_isa::avx512 && n_q < 64 && d % 16 == 0;
+    const bool f16_acc = cb::cpu_isa_active() >= cb::cpu_isa::avx512 && n_q < 64 && d % 16 == 0;
     const double tol = f16_acc ? 4e-3 : 2e-5;
     const int group = tc.n_head / tc.n_kv_head;
     std::vector<double> sc, ref(static_cast<size_t>(d));

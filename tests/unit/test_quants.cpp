@@ -216,9 +216,13 @@ TEST(CpuFeatures, OverrideClampsToHardware) {
     const cpu_isa hw = cpu_isa_detected();
     EXPECT_EQ(cpu_isa_set_override(cpu_isa::generic), cpu_isa::generic);
     EXPECT_EQ(cpu_isa_active(), cpu_isa::generic);
-    EXPECT_EQ(cpu_isa_set_override(cpu_isa::avx512), hw);
+    EXPECT_EQ(cpu_isa_set_override(cpu_isa::amx), hw);
     EXPECT_EQ(cpu_isa_active(), hw);
+    const cpu_isa avx512 = hw < cpu_isa::avx512 ? hw : cpu_isa::avx512;
+    EXPECT_EQ(cpu_isa_set_override(cpu_isa::avx512), avx512);
+    EXPECT_EQ(cpu_isa_active(), avx512);
     EXPECT_STREQ(cpu_isa_name(cpu_isa::avx2), "avx2");
+    EXPECT_STREQ(cpu_isa_name(cpu_isa::amx), "amx");
 }
 
 // Runs in a child process started by EnvVariableSelectsLevel (the env is read once).
@@ -240,6 +244,7 @@ TEST(CpuFeatures, EnvVariableSelectsLevel) {
     const std::pair<const char*, cpu_isa> cases[] = {{"generic", cpu_isa::generic},
                                                      {"avx2", clamp(cpu_isa::avx2)},
                                                      {"avx512", clamp(cpu_isa::avx512)},
+                                                     {"amx", clamp(cpu_isa::amx)},
                                                      {"avx9000", hw},
                                                      {"", hw}};
     for (const auto& c : cases) {
