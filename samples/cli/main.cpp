@@ -1,8 +1,9 @@
 // `cacheblend`: the command-line front end to libcacheblend (docs/ARCHITECTURE.md, 'Command-line
 // tool'). main() dispatches to a subcommand and turns every failure into one `cacheblend: error:
-// ...` line on stderr and an exit code: 2 for usage errors, 1 for runtime errors. With --json the
-// line is a JSON object instead, {"error": {"status": "...", "message": "..."}}, so scripts that
-// parse stdout read stderr the same way (README, 'Errors and exit codes').
+// ...` line on stderr and an exit code: 2 for usage errors, 1 for runtime errors. With --json a
+// failure also prints {"error": {"status": "...", "message": "..."}} on stdout, where a script
+// already reads the command's JSON; stderr keeps the line people and logs read (README, 'Errors
+// and exit codes').
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -69,7 +70,7 @@ std::string one_line(std::string msg) {
     return msg.empty() ? "unknown error" : msg;
 }
 
-// Set by main when the command line asks for --json (before a "--"): errors are reported as JSON.
+// Set by main when the command line asks for --json (before a "--"): errors are also JSON.
 bool g_json_errors = false;
 
 // The status word of a JSON error: "usage" for bad command lines, else the C ABI's status name.
@@ -92,17 +93,15 @@ const char* status_word(cbl_status s) {
 }
 
 int report(const std::string& msg, int code, const char* status = nullptr) {
-    std::fflush(stdout);
     if (g_json_errors) {
-        std::cout.flush();
-        cacheblend::cli::json_writer w(std::cerr);
+        cacheblend::cli::json_writer w(std::cout);
         w.begin_object().key("error").begin_object();
         w.field("status", status ? status : code == 2 ? "usage" : "error");
         w.field("message", one_line(msg)).end_object().end_object();
-        std::cerr << "\n";
-        std::cerr.flush();
-        return code;
+        std::cout << "\n";
     }
+    std::cout.flush();
+    std::fflush(stdout);
     std::fprintf(stderr, "cacheblend: error: %s\n", one_line(msg).c_str());
     return code;
 }

@@ -2,7 +2,7 @@
 // non-zero with a message (`ingest --remove` of an unknown uri, `ingest` of a missing path, a
 // read-only command on a data directory that does not exist, which it must not create), `docs`
 // lists the documents, `stats` shows the sizes against the KV budget, every command that opens a
-// KV store takes --kv-budget, and --json turns the error line into a JSON object.
+// KV store takes --kv-budget, and with --json an error is also a JSON object on stdout.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,27 +198,29 @@ TEST_F(CliOperator, EveryCommandThatOpensAStoreTakesKvBudget) {
     EXPECT_EQ(run({"ingest", "--data", data_, "--kv-budget", "lots", docs_}).exit_code, 2);
 }
 
-TEST_F(CliOperator, JsonErrorsAreJsonObjects) {
+TEST_F(CliOperator, JsonErrorsAreJsonObjectsOnStdout) {
     const std::string typo = dir_ + "/typo";
     const run_result r = run({"search", "--data", typo, "--json", "river"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(r.out.empty()) << r.out;
-    ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
-    const json e = json::parse(r.err);
+    const json e = json::parse(r.out);  // stdout: what a --json script reads, one object
     EXPECT_EQ(e["error"]["status"].str, "io");
-    EXPECT_TRUE(has(e["error"]["message"].str, "no data directory at " + typo));
+    EXPECT_TRUE(has(e["error"]["message"].str, "no data directory at " + typo)) << r.out;
+    // stderr keeps the one line people and logs read.
+    ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("cacheblend: error: no data directory at ", 0), 0u) << r.err;
 
     const run_result usage = run({"docs", "--json"});  // --data missing: exit 2 as before
     EXPECT_EQ(usage.exit_code, 2);
-    EXPECT_EQ(json::parse(usage.err)["error"]["status"].str, "usage") << usage.err;
+    EXPECT_EQ(json::parse(usage.out)["error"]["status"].str, "usage") << usage.out;
 
     const run_result remove = run({"ingest", "--data", data_, "--json", "--remove", "nope"});
     EXPECT_EQ(remove.exit_code, 1);
-    EXPECT_TRUE(has(json::parse(remove.err)["error"]["message"].str, "nope")) << remove.err;
+    EXPECT_TRUE(has(json::parse(remove.out)["error"]["message"].str, "nope")) << remove.out;
 
-    // Without --json the line is unchanged.
+    // Without --json stdout stays empty and the line is unchanged.
     const run_result plain = run({"search", "--data", typo, "river"});
     EXPECT_EQ(plain.exit_code, 1);
+    EXPECT_TRUE(plain.out.empty()) << plain.out;
     EXPECT_EQ(plain.err.rfind("cacheblend: error: no data directory at ", 0), 0u) << plain.err;
 }
 
