@@ -554,6 +554,36 @@ std::vector<scored_chunk> catalog::search_bm25(const std::string& query, int32_t
     return out;
 }
 
+std::vector<document_info> catalog::list_documents(const search_filter& f) {
+    const std::string where = filter_sql(f);
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string sql =
+        "SELECT d.id, d.uri, d.content_hash, d.mtime_ns, d.size, d.collection, d.metadata, "
+        "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id), d.chunker, "
+        "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id AND c.kv_key IS NOT NULL), "
+        "COALESCE(CAST(json_extract(d.metadata, '$.kind') AS TEXT), '') "
+        "FROM documents d WHERE 1" + where + " ORDER BY d.uri";
+    stmt s(db_, sql.c_str());
+    bind_filter(s, f);
+    std::vector<document_info> out;
+    while (s.step()) {
+        document_info d;
+        d.id = s.i64(0);
+        d.uri = s.text(1);
+        d.content_hash = s.text(2);
+        d.mtime_ns = s.i64(3);
+        d.size = s.i64(4);
+        d.collection = s.text(5);
+        d.metadata = s.text(6);
+        d.n_chunks = s.i64(7);
+        d.chunker = s.text(8);
+        d.n_kv_chunks = s.i64(9);
+        d.kind = s.text(10);
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
 std::vector<int64_t> catalog::filter_chunks(const std::vector<int64_t>& ids,
                                             const search_filter& f) {
     if (f.empty()) return ids;

@@ -34,6 +34,8 @@ struct document_info {
     std::string metadata;      // a JSON object (validated and normalized by SQLite)
     std::string chunker;       // chunking settings it was cut with (a change re-chunks it)
     int64_t n_chunks = 0;      // filled by list/find
+    int64_t n_kv_chunks = 0;   // chunks whose KV is stored (filled by list_documents(filter))
+    std::string kind;          // metadata's "kind" ("" when absent; filled as n_kv_chunks)
 };
 
 struct chunk_info {
@@ -96,6 +98,8 @@ public:
 
     std::optional<document_info> find_document(const std::string& uri);
     std::vector<document_info> list_documents(const std::string& uri_prefix = "");
+    // The documents a search with this filter may return, by uri, with kind and n_kv_chunks.
+    std::vector<document_info> list_documents(const search_filter& f);
 
     // Atomically replaces the document with this uri (or adds it) and all its chunks. Keys of
     // KV files no chunk refers to any more are queued in pending_kv_deletes(). Bumps

@@ -1,6 +1,7 @@
 #include "runtime/rag-runtime.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -37,6 +38,29 @@ void make_dirs(const std::string& dir) {
     }
 }
 
+// What kv_store_params::budget_bytes = 0 means (core/kv-store.h), for reporting the budget.
+constexpr uint64_t k_default_kv_budget = uint64_t(8) << 30;
+
+uint64_t file_bytes(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size)
+                                                                  : 0;
+}
+
+// A mistyped --data must not become a new empty data directory: a read-only open wants the
+// catalog there (checked before the model loads, so the mistake is reported at once).
+void require_data_dir(const std::string& dir) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+        throw error(status::io, "no data directory at " + dir + " (" + errno_name(errno) + ")");
+    }
+    if (!S_ISDIR(st.st_mode)) throw error(status::io, "no data directory at " + dir + " (not a folder)");
+    if (::stat(corpus_catalog_path(dir).c_str(), &st) != 0) {
+        throw error(status::io, "no data directory at " + dir + " (no catalog.db in it: " +
+                                    errno_name(errno) + ")");
+    }
+}
+
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
 void append_notice(std::string* to, const std::string& what) {
@@ -56,6 +80,7 @@ std::string default_data_dir() {
 std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     std::shared_ptr<rag_runtime> rt(new rag_runtime());
     rt->dir_ = p.data_dir.empty() ? default_data_dir() : p.data_dir;
+    if (p.must_exist) require_data_dir(rt->dir_);
     rt->n_threads_ = p.n_threads > 0 ? p.n_threads : default_thread_count();
     rt->llm_ = load_model_or_default(p.model_path);
     if (rt->llm_->vocab_only()) {
@@ -81,6 +106,7 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     kv_store_params kp;
     kp.dir = rt->dir_ + "/kv";
     kp.budget_bytes = p.kv_budget_bytes;
+    rt->kv_budget_bytes_ = p.kv_budget_bytes ? p.kv_budget_bytes : k_default_kv_budget;
     rt->kv_ = kv_store::open(kp);
     cp.kv = rt->kv_;
     cp.kv_owned = true;  // DIR/kv belongs to this data dir alone
@@ -89,6 +115,29 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
 }
 
 rag_runtime::~rag_runtime() = default;
+
+std::vector<document_info> rag_runtime::documents(const search_filter& f) {
+    return docs_->cat().list_documents(f);
+}
+
+data_dir_stats rag_runtime::stats() {
+    data_dir_stats s;
+    s.documents = docs_->cat().count_documents();
+    s.chunks = docs_->cat().count_chunks();
+    if (const auto index = docs_->index()) s.vectors = index->size();
+    const std::string cat = corpus_catalog_path(dir_);
+    s.catalog_bytes = file_bytes(cat) + file_bytes(cat + "-wal");
+    s.index_bytes = file_bytes(corpus_index_path(dir_));
+    const kv_store_stats kv = kv_->stats();
+    s.kv_entries = kv.entries;
+    s.kv_bytes = kv.bytes;
+    s.kv_budget_bytes = kv_budget_bytes_;
+    struct statvfs vfs {};
+    if (::statvfs(dir_.c_str(), &vfs) == 0) {
+        s.disk_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    }
+    return s;
+}
 
 ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
     // An interrupt() after this point aborts the call at its next progress report.

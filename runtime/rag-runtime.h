@@ -32,6 +32,19 @@ struct rag_runtime_params {
     std::string data_dir;       // empty: default_data_dir()
     uint64_t kv_budget_bytes = 0;  // 0: the store's default (8 GiB)
     int32_t n_threads = 0;      // 0: default_thread_count()
+    // Read-only front ends (search, listing): fail with status::io when data_dir holds no
+    // catalog, instead of creating an empty data directory under a mistyped name.
+    bool must_exist = false;
+};
+
+// Sizes of a data directory for operators (`cacheblend stats`).
+struct data_dir_stats {
+    int64_t documents = 0, chunks = 0, vectors = 0;
+    uint64_t catalog_bytes = 0;  // catalog.db with its WAL
+    uint64_t index_bytes = 0;    // vectors.faiss
+    uint64_t kv_entries = 0, kv_bytes = 0;
+    uint64_t kv_budget_bytes = 0;  // the store's budget (the default resolved)
+    uint64_t disk_free_bytes = 0;  // available to this user on the data dir's file system
 };
 
 // ${XDG_DATA_HOME:-$HOME/.local/share}/cacheblend
@@ -63,6 +76,9 @@ public:
     // corpus::repair, computing missing KV when precompute_kv (p: progress only).
     repair_report repair(ingest_params p, bool precompute_kv);
     search_result search(const std::string& query, const search_params& p) const;
+    // The documents a search with this filter may return, by uri (catalog::list_documents).
+    std::vector<document_info> documents(const search_filter& f);
+    data_dir_stats stats();
     void interrupt() { interrupt_epoch_.fetch_add(1); }
 
 private:
@@ -75,6 +91,7 @@ private:
     std::unique_ptr<corpus> docs_;
     std::string notice_;
     int32_t n_threads_ = 0;
+    uint64_t kv_budget_bytes_ = 0;
     std::atomic<uint64_t> interrupt_epoch_{0};
     // Eager precompute runs inside ingest (already serialized); its session is made on first use.
     std::mutex precompute_mu_;

@@ -71,7 +71,9 @@ job() {
   case $op in
     0) cb ingest --data "$data" "$work/$f" ;;
     1) cb ingest --data "$data" "$work/$f" --precompute ;;
-    2) cb ingest --data "$data" --remove "$work/$f/doc$((RANDOM % 6)).txt" ;;
+    # A document never ingested or removed already is refused (exit 1, nothing removed).
+    2) cb ingest --data "$data" --remove "$work/$f/doc$((RANDOM % 6)).txt" 2> "$work/remove-$f.err" ||
+         grep -q "is not a document of" "$work/remove-$f.err" ;;
     3) cb ingest --data "$data" "$work/a" "$work/b" --precompute ;;
   esac
 }

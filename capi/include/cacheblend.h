@@ -196,6 +196,10 @@ typedef struct cbl_runtime_params {
     int32_t n_threads;          /* 0 = all cores */
     const char *device;         /* NULL = "cpu"; a device this build lacks gives CBL_UNSUPPORTED */
     bool no_embedder;           /* true: do not load an embedder (BM25 only) */
+    bool must_exist;            /* true: open an existing data directory only: CBL_IO "no data
+                                   directory at ..." when data_dir holds no catalog.db, and
+                                   nothing is created (for read-only front ends, where a
+                                   mistyped path must not become an empty corpus). @since 0.1 */
     /* new fields are appended here only */
 } cbl_runtime_params;
 
@@ -204,7 +208,7 @@ static inline void cbl_runtime_params_init(cbl_runtime_params *p) {
     p->struct_size = sizeof(*p);
 }
 
-/** Opens (creating when missing) the data directory and loads the model and the embedder.
+/** Opens (creating when missing, unless must_exist) the data directory and loads the model and the embedder.
  *  On failure *out_runtime is NULL and nothing is left open. @since 0.1 */
 CBL_API cbl_status cbl_runtime_open(const cbl_runtime_params *params, cbl_runtime **out_runtime);
 /** Drops the caller's reference; sessions still using the runtime keep it open, and so does a
@@ -293,15 +297,18 @@ CBL_API cbl_status cbl_runtime_ingest_text(cbl_runtime *runtime, const char *uri
                                            size_t len, const cbl_ingest_params *params,
                                            cbl_ingest_report *out_report);
 /** Ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are skipped by
- *  content hash; files that cannot be read are skipped with a reason (progress phase "skip")
- *  and the rest go on. Documents committed before an abort or error stay; on CBL_ABORTED
- *  (cbl_runtime_interrupt, or the progress callback returned false) *out_report counts them.
- *  @since 0.1 */
+ *  content hash; files inside it that cannot be read are skipped with a reason (progress phase
+ *  "skip") and the rest go on. A `path` that cannot be accessed itself (missing, no permission)
+ *  is CBL_IO naming it and the reason ("cannot access /x: ENOENT") and nothing is ingested:
+ *  a mistyped path must not look like success. Documents committed before an abort or error
+ *  stay; on CBL_ABORTED (cbl_runtime_interrupt, or the progress callback returned false)
+ *  *out_report counts them. @since 0.1 */
 CBL_API cbl_status cbl_runtime_ingest_path(cbl_runtime *runtime, const char *path,
                                            const cbl_ingest_params *params,
                                            cbl_ingest_report *out_report);
 /** Removes a document, its vectors and (last reference) its chunks' KV. *out_found tells
- *  whether it existed. @since 0.1 */
+ *  whether it existed: an unknown uri is CBL_OK with *out_found false, so callers that treat
+ *  it as a mistake (the CLI's `ingest --remove` exits 1) check it. @since 0.1 */
 CBL_API cbl_status cbl_runtime_delete(cbl_runtime *runtime, const char *uri, bool *out_found);
 /** cbl_runtime_delete that also counts: out_report->removed is 1 when the document existed
  *  (else 0), chunks_removed its chunks, kv_deleted the KV files whose last reference went; the
@@ -315,6 +322,12 @@ typedef struct cbl_corpus_stats {
     int64_t documents, chunks;
     int64_t kv_entries;   /* chunk KV files in the store */
     uint64_t kv_bytes;
+    /* @since 0.1: sizes for operators (`cacheblend stats`) */
+    int64_t vectors;            /* vectors in the dense index (0 without an embedder) */
+    uint64_t catalog_bytes;     /* catalog.db with its write-ahead log */
+    uint64_t index_bytes;       /* vectors.faiss */
+    uint64_t kv_budget_bytes;   /* the KV store's budget (kv_budget_bytes, 0 resolved to 8 GiB) */
+    uint64_t disk_free_bytes;   /* free to this user on the data directory's file system */
 } cbl_corpus_stats;
 
 static inline void cbl_corpus_stats_init(cbl_corpus_stats *s) {
@@ -322,7 +335,7 @@ static inline void cbl_corpus_stats_init(cbl_corpus_stats *s) {
     s->struct_size = sizeof(*s);
 }
 
-/** Counts of the runtime's data directory. @since 0.1 */
+/** Counts and sizes of the runtime's data directory. @since 0.1 */
 CBL_API cbl_status cbl_runtime_stats(cbl_runtime *runtime, cbl_corpus_stats *out_stats);
 /** Checks that the catalog, the vector index and the KV store agree. *out_problems is NULL when
  *  they do, else one problem per line (free it with cbl_free). @since 0.1 */
@@ -393,6 +406,41 @@ CBL_API const char *cbl_results_notice(const cbl_results *results);
 CBL_API int32_t cbl_results_mode(const cbl_results *results);
 /** NULL is a no-op. @since 0.1 */
 CBL_API void cbl_results_free(cbl_results *results);
+
+/* ---- documents: what a data directory holds ---- */
+/* One document. Output struct: the caller sets struct_size (cbl_document_info_init). Strings
+ * are borrowed from the list and live until cbl_documents_free. @since 0.1 */
+typedef struct cbl_document_info {
+    size_t struct_size;
+    const char *uri;           /* a file's absolute path, or the uri given to ingest_text */
+    const char *kind;          /* "text", "markdown", "html" ("" when its metadata has none) */
+    const char *collection;    /* "" when none */
+    const char *metadata_json; /* the document's metadata, a JSON object */
+    int64_t n_chunks;
+    int64_t n_kv_chunks;       /* chunks whose KV is stored (precomputed or used by a request) */
+    int64_t source_bytes;      /* size of the source text when ingested */
+    int64_t mtime_ns;          /* the file's modification time when ingested (ns since the
+                                  epoch; 0 for ingest_text) */
+} cbl_document_info;
+
+static inline void cbl_document_info_init(cbl_document_info *d) {
+    memset(d, 0, sizeof(*d));
+    d->struct_size = sizeof(*d);
+}
+
+typedef struct cbl_documents cbl_documents;
+
+/** The documents a search with `filter` may return, ordered by uri: its collection, uri_prefix
+ *  and metadata fields are read (k and mode are not); NULL = every document. @since 0.1 */
+CBL_API cbl_status cbl_runtime_documents(cbl_runtime *runtime, const cbl_search_params *filter,
+                                         cbl_documents **out_documents);
+/** Number of documents (0 for NULL). @since 0.1 */
+CBL_API size_t cbl_documents_count(const cbl_documents *documents);
+/** Document i; its strings live until cbl_documents_free. CBL_RANGE past the end. @since 0.1 */
+CBL_API cbl_status cbl_documents_get(const cbl_documents *documents, size_t i,
+                                     cbl_document_info *out_info);
+/** NULL is a no-op. @since 0.1 */
+CBL_API void cbl_documents_free(cbl_documents *documents);
 
 /* ---- chunk KV store (for apps with their own retrieval) ---- */
 typedef struct cbl_kvstore cbl_kvstore;

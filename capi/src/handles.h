@@ -34,6 +34,10 @@ struct cbl_results {
     int32_t mode = 0;  // CBL_SEARCH_* that ran
 };
 
+struct cbl_documents {
+    std::vector<cacheblend::document_info> docs;
+};
+
 struct cbl_answer {
     std::string text;
     std::vector<int32_t> tokens;

@@ -1,5 +1,8 @@
-// C ABI: the runtime (open, ingest, delete, search) and search results.
+// C ABI: the runtime (open, ingest, delete, search, documents) and search results.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <memory>
 #include <string>
 
@@ -8,6 +11,7 @@
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
 #include "core/error.h"
+#include "core/file-io.h"
 
 using cacheblend::capi::invalid;
 using cacheblend::capi::read_params;
@@ -121,6 +125,7 @@ cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_
         rp.no_embedder = p.no_embedder;
         rp.kv_budget_bytes = p.kv_budget_bytes;
         rp.n_threads = p.n_threads;
+        rp.must_exist = p.must_exist;
         auto h = std::make_unique<cbl_runtime>();
         h->rt = cacheblend::rag_runtime::open(rp);
         *out_runtime = h.release();
@@ -188,6 +193,14 @@ cbl_status cbl_runtime_ingest_path(cbl_runtime* runtime, const char* path,
         cbl_ingest_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ingest_params_init)) return s;
         if (p.metadata_json) return invalid(cbl_fn, "metadata_json applies to ingest_text only");
+        // The path the caller named must be there: inside a folder an unreadable file is skipped
+        // with a reason, but a mistyped top-level path would otherwise look like success.
+        struct stat st {};
+        if (::stat(path, &st) != 0) {
+            throw cacheblend::error(cacheblend::status::io, std::string("cannot access ") + path +
+                                                                ": " +
+                                                                cacheblend::errno_name(errno));
+        }
         cacheblend::ingest_report r;
         try {
             r = rt->ingest_paths({path}, to_ingest(cbl_fn, p), p.precompute_kv);
@@ -228,14 +241,18 @@ cbl_status cbl_runtime_stats(cbl_runtime* runtime, cbl_corpus_stats* out_stats) 
     return CBL_API_GUARD({
         if (!runtime || !out_stats) return invalid(cbl_fn, "runtime and out_stats are required");
         const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        const cacheblend::data_dir_stats s = rt->stats();
         cbl_corpus_stats o;
         cbl_corpus_stats_init(&o);
-        auto& cat = rt->docs().cat();
-        o.documents = cat.count_documents();
-        o.chunks = cat.count_chunks();
-        const cacheblend::kv_store_stats kv = rt->kv()->stats();
-        o.kv_entries = static_cast<int64_t>(kv.entries);
-        o.kv_bytes = kv.bytes;
+        o.documents = s.documents;
+        o.chunks = s.chunks;
+        o.kv_entries = static_cast<int64_t>(s.kv_entries);
+        o.kv_bytes = s.kv_bytes;
+        o.vectors = s.vectors;
+        o.catalog_bytes = s.catalog_bytes;
+        o.index_bytes = s.index_bytes;
+        o.kv_budget_bytes = s.kv_budget_bytes;
+        o.disk_free_bytes = s.disk_free_bytes;
         return write_out(cbl_fn, o, out_stats);
     });
 }
@@ -321,6 +338,55 @@ const char* cbl_results_notice(const cbl_results* results) {
 }
 
 void cbl_results_free(cbl_results* results) { delete results; }
+
+cbl_status cbl_runtime_documents(cbl_runtime* runtime, const cbl_search_params* filter,
+                                 cbl_documents** out_documents) {
+    if (out_documents) *out_documents = nullptr;
+    return CBL_API_GUARD({
+        if (!runtime || !out_documents) {
+            return invalid(cbl_fn, "runtime and out_documents are required");
+        }
+        const std::shared_ptr<cacheblend::rag_runtime> rt = runtime->rt;
+        cbl_search_params p;
+        if (cbl_status s = read_params(cbl_fn, filter, &p, cbl_search_params_init)) return s;
+        const cacheblend::search_filter f = cacheblend::capi::to_filter(
+            cbl_fn, p.collection, p.uri_prefix, p.metadata_keys, p.metadata_values, p.n_metadata);
+        auto h = std::make_unique<cbl_documents>();
+        h->docs = rt->documents(f);
+        *out_documents = h.release();
+        return CBL_OK;
+    });
+}
+
+size_t cbl_documents_count(const cbl_documents* documents) {
+    return documents ? documents->docs.size() : 0;
+}
+
+cbl_status cbl_documents_get(const cbl_documents* documents, size_t i,
+                             cbl_document_info* out_info) {
+    return CBL_API_GUARD({
+        if (!documents || !out_info) return invalid(cbl_fn, "documents and out_info are required");
+        if (i >= documents->docs.size()) {
+            return cacheblend::capi::set_error(
+                CBL_RANGE, std::string(cbl_fn) + cacheblend::fmt(": index %zu of %zu documents", i,
+                                                                 documents->docs.size()));
+        }
+        const cacheblend::document_info& d = documents->docs[i];
+        cbl_document_info o;
+        cbl_document_info_init(&o);
+        o.uri = d.uri.c_str();
+        o.kind = d.kind.c_str();
+        o.collection = d.collection.c_str();
+        o.metadata_json = d.metadata.c_str();
+        o.n_chunks = d.n_chunks;
+        o.n_kv_chunks = d.n_kv_chunks;
+        o.source_bytes = d.size;
+        o.mtime_ns = d.mtime_ns;
+        return write_out(cbl_fn, o, out_info);
+    });
+}
+
+void cbl_documents_free(cbl_documents* documents) { delete documents; }
 
 cbl_status cbl_kvstore_open(const char* dir, const cbl_kvstore_params* params,
                             cbl_kvstore** out_store) {

@@ -72,6 +72,11 @@ uint64_t parse_size(const std::string& flag, const std::string& text) {
 
 }  // namespace
 
+uint64_t parse_kv_budget(const parsed_args& a) {
+    const auto b = a.get("kv-budget");
+    return b ? parse_size("kv-budget", *b) : 0;
+}
+
 flag_spec direct_io_flag() {
     return {"direct-io", "",
             "read stored KV with O_DIRECT, bypassing the page cache (cold-read timings)"};
@@ -187,7 +192,7 @@ kvstore_ptr open_store(const parsed_args& a, std::string* dir) {
     cbl_kvstore_params kp;
     cbl_kvstore_params_init(&kp);
     kp.direct_io = a.has("direct-io");
-    if (const auto b = a.get("kv-budget")) kp.budget_bytes = parse_size("kv-budget", *b);
+    kp.budget_bytes = parse_kv_budget(a);
     cbl_kvstore* kv = nullptr;
     check(cbl_kvstore_open(dir->c_str(), &kp, &kv));
     return kvstore_ptr(kv);

@@ -21,6 +21,8 @@ flag_spec store_flag();
 flag_spec store_data_flag();
 // --kv-budget SIZE: the store's byte budget (a number with an optional K, M, G or T suffix).
 flag_spec kv_budget_flag();
+// The --kv-budget value in bytes; 0 (the library default) when the flag is absent.
+uint64_t parse_kv_budget(const parsed_args& a);
 // --direct-io: read stored KV with O_DIRECT (bypasses the page cache: cold-read timings).
 flag_spec direct_io_flag();
 // --check-layers, --check-ratios, --deviation, --kv-format (shared by blend and eval).

@@ -34,6 +34,8 @@ using runtime_ptr = std::unique_ptr<cbl_runtime, capi_deleter<cbl_runtime, cbl_r
 using session_ptr = std::unique_ptr<cbl_session, capi_deleter<cbl_session, cbl_session_free>>;
 using answer_ptr = std::unique_ptr<cbl_answer, capi_deleter<cbl_answer, cbl_answer_free>>;
 using results_ptr = std::unique_ptr<cbl_results, capi_deleter<cbl_results, cbl_results_free>>;
+using documents_ptr =
+    std::unique_ptr<cbl_documents, capi_deleter<cbl_documents, cbl_documents_free>>;
 using model_ptr = std::unique_ptr<cbl_model, capi_deleter<cbl_model, cbl_model_free>>;
 using kvstore_ptr = std::unique_ptr<cbl_kvstore, capi_deleter<cbl_kvstore, cbl_kvstore_free>>;
 

@@ -11,6 +11,7 @@
 
 #include "answer-json.h"
 #include "cacheblend.h"
+#include "blend-common.h"
 #include "capi-util.h"
 #include "commands.h"
 #include "corpus-common.h"
@@ -31,6 +32,7 @@ const command_spec& spec() {
             {
                 data_flag(),
                 model_flag(),
+                kv_budget_flag(),
                 {"k", "K", "number of chunks to retrieve (default 4)"},
                 {"mode", "M", "full, prefix, reuse or blend (default blend)"},
                 {"ratio", "R|auto|calibrated",
@@ -210,9 +212,8 @@ int run_ask(const std::vector<std::string>& args) {
     rp.data_dir = data.c_str();
     if (!model.empty()) rp.model_path = model.c_str();
     rp.n_threads = threads;
-    cbl_runtime* rt_raw = nullptr;
-    check(cbl_runtime_open(&rp, &rt_raw));
-    const runtime_ptr rt(rt_raw);
+    rp.kv_budget_bytes = parse_kv_budget(a);
+    const runtime_ptr rt = open_existing_runtime(&rp);
     cbl_model* m_raw = nullptr;
     check(cbl_runtime_model(rt.get(), &m_raw));
     const model_ptr m(m_raw);

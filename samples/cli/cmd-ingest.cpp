@@ -2,7 +2,11 @@
 // eager KV precompute), through the public C ABI only. Re-running is incremental: unchanged
 // files are skipped by content hash, changed ones replaced, vanished ones removed; an interrupted
 // run is finished by the next one.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +14,7 @@
 #include <utility>
 
 #include "cacheblend.h"
+#include "blend-common.h"
 #include "capi-util.h"
 #include "commands.h"
 #include "json-writer.h"
@@ -27,6 +32,7 @@ const command_spec& spec() {
         {
             data_flag(),
             model_flag(),
+            kv_budget_flag(),
             {"chunk-tokens", "N", "chunk budget in model tokens (default 512)"},
             {"collection", "C", "collection name stored with the documents"},
             {"precompute", "", "compute and store each chunk's KV now"},
@@ -103,6 +109,32 @@ int64_t parse_size(const std::string& flag, const std::string& s) {
     return v << shift;
 }
 
+// Throws capi_error (exit 1) naming the first uri that is not a document of the data directory.
+void require_documents(cbl_runtime* rt, const std::vector<std::string>& uris,
+                       const std::string& data) {
+    for (const std::string& uri : uris) {
+        cbl_search_params only;  // the documents whose uri starts with it: is one exactly it?
+        cbl_search_params_init(&only);
+        only.uri_prefix = uri.c_str();
+        cbl_documents* raw = nullptr;
+        check(cbl_runtime_documents(rt, &only, &raw));
+        const documents_ptr docs(raw);
+        bool found = false;
+        for (size_t i = 0; i < cbl_documents_count(docs.get()) && !found; ++i) {
+            cbl_document_info d;
+            cbl_document_info_init(&d);
+            check(cbl_documents_get(docs.get(), i, &d));
+            found = uri == d.uri;
+        }
+        if (!found) {
+            throw capi_error(CBL_INVALID_ARG,
+                             "ingest --remove: " + uri + " is not a document of " + data +
+                                 " (nothing removed; documents are named by absolute path: see "
+                                 "cacheblend docs --data " + data + ")");
+        }
+    }
+}
+
 void add(cbl_ingest_report* to, const cbl_ingest_report& r) {
     to->files_seen += r.files_seen;
     to->added += r.added;
@@ -149,11 +181,22 @@ int run_ingest(const std::vector<std::string>& args) {
     }
     ip.max_file_seconds = a.get_double("max-file-seconds", 0, 0, 1e9);
 
+    // Every PATH before any work: a mistyped one ingests nothing (the library refuses it too,
+    // but only when its turn comes, after the paths before it were committed).
+    for (const std::string& path : a.positional()) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) {
+            throw capi_error(CBL_IO, "ingest: cannot access " + path + ": " +
+                                         std::strerror(errno) + " (nothing ingested)");
+        }
+    }
+
     cbl_runtime_params rp;
     cbl_runtime_params_init(&rp);
     rp.data_dir = data.c_str();
     if (!model.empty()) rp.model_path = model.c_str();
     rp.n_threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
+    rp.kv_budget_bytes = parse_kv_budget(a);
     cbl_runtime* rt_raw = nullptr;
     check(cbl_runtime_open(&rp, &rt_raw));
     const runtime_ptr rt(rt_raw);
@@ -161,6 +204,8 @@ int run_ingest(const std::vector<std::string>& args) {
         std::fprintf(stderr, "cacheblend: note: %s\n", cbl_runtime_notice(rt.get()));
     }
 
+    // Every uri first: one unknown uri (a typo, a relative path) removes nothing at all.
+    require_documents(rt.get(), removes, data);
     cbl_ingest_report r;
     cbl_ingest_report_init(&r);
     for (const std::string& uri : removes) {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cacheblend.h"
+#include "blend-common.h"
 #include "capi-util.h"
 #include "commands.h"
 #include "corpus-common.h"
@@ -23,6 +24,7 @@ const command_spec& spec() {
             {
                 data_flag(),
                 model_flag(),
+                kv_budget_flag(),
                 {"k", "K", "number of hits (default 5)"},
                 {"mode", "MODE", "hybrid (default), dense or bm25"},
                 {"json", "", "print {\"hits\": [{uri, chunk_id, start, end, score, text}]}"},
@@ -62,9 +64,8 @@ int run_search(const std::vector<std::string>& args) {
     cbl_runtime_params_init(&rp);
     rp.data_dir = data.c_str();
     if (!model.empty()) rp.model_path = model.c_str();
-    cbl_runtime* rt_raw = nullptr;
-    check(cbl_runtime_open(&rp, &rt_raw));
-    const runtime_ptr rt(rt_raw);
+    rp.kv_budget_bytes = parse_kv_budget(a);
+    const runtime_ptr rt = open_existing_runtime(&rp);
     cbl_results* r_raw = nullptr;
     check(cbl_runtime_search(rt.get(), a.positional()[0].c_str(), &sp, &r_raw));
     const results_ptr results(r_raw);

@@ -22,6 +22,8 @@ int run_calibrate(const std::vector<std::string>& args);
 int run_ingest(const std::vector<std::string>& args);
 int run_search(const std::vector<std::string>& args);
 int run_ask(const std::vector<std::string>& args);
+int run_docs(const std::vector<std::string>& args);
+int run_stats(const std::vector<std::string>& args);
 int run_models(const std::vector<std::string>& args);
 
 // --model M (a GGUF path or a model name), defaulting to the library's default model.

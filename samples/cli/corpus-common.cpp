@@ -87,4 +87,18 @@ doc_filter parse_filter_flags(const parsed_args& a, const std::string& cmd) {
     return f;
 }
 
+runtime_ptr open_existing_runtime(cbl_runtime_params* rp) {
+    rp->must_exist = true;
+    cbl_runtime* rt = nullptr;
+    const cbl_status st = cbl_runtime_open(rp, &rt);
+    if (st == CBL_OK) return runtime_ptr(rt);
+    const std::string msg = cbl_last_error();
+    const std::string dir = rp->data_dir ? rp->data_dir : "the default data directory";
+    if ((st & 0xff) == CBL_IO && msg.find("no data directory at") != std::string::npos) {
+        throw capi_error(st, "no data directory at " + dir + " (make one with cacheblend ingest "
+                                                             "--data " + dir + " PATH)");
+    }
+    throw capi_error(st, msg);
+}
+
 }  // namespace cacheblend::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "args.h"
+#include "capi-util.h"
 
 namespace cacheblend::cli {
 
@@ -31,5 +32,10 @@ struct doc_filter {
 
 // The filter the flags describe; bad usage throws usage_error naming `cmd`.
 doc_filter parse_filter_flags(const parsed_args& a, const std::string& cmd);
+
+// cbl_runtime_open for commands that only read a data directory (search, ask, docs, stats):
+// with must_exist set, so a mistyped --data fails (exit 1) telling how to make one, and creates
+// nothing.
+runtime_ptr open_existing_runtime(cbl_runtime_params* rp);
 
 }  // namespace cacheblend::cli

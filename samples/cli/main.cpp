@@ -1,6 +1,9 @@
 // `cacheblend`: the command-line front end to libcacheblend (docs/ARCHITECTURE.md, 'Command-line
 // tool'). main() dispatches to a subcommand and turns every failure into one `cacheblend: error:
-// ...` line and an exit code: 2 for usage errors, 1 for runtime errors.
+// ...` line on stderr and an exit code: 2 for usage errors, 1 for runtime errors. With --json a
+// failure also prints {"error": {"status": "...", "message": "..."}} on stdout, where a script
+// already reads the command's JSON; stderr keeps the line people and logs read (README, 'Errors
+// and exit codes').
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "capi-util.h"
 #include "commands.h"
+#include "json-writer.h"
 
 namespace {
 
@@ -31,6 +36,9 @@ const command_entry k_commands[] = {
     {"ingest", "chunk, embed and precompute KV for documents", cacheblend::cli::run_ingest},
     {"search", "retrieve chunks for a query", cacheblend::cli::run_search},
     {"ask", "retrieve and answer with blended KV caches", cacheblend::cli::run_ask},
+    {"docs", "list the documents of a data directory", cacheblend::cli::run_docs},
+    {"stats", "show a data directory's sizes and its KV store against the budget",
+     cacheblend::cli::run_stats},
     {"eval", "compare modes on a QA dataset", cacheblend::cli::run_eval},
     {"calibrate", "record the smallest ratio that keeps blending faithful to full prefill",
      cacheblend::cli::run_calibrate},
@@ -62,10 +70,49 @@ std::string one_line(std::string msg) {
     return msg.empty() ? "unknown error" : msg;
 }
 
-int report(const std::string& msg, int code) {
+// Set by main when the command line asks for --json (before a "--"): errors are also JSON.
+bool g_json_errors = false;
+
+// The status word of a JSON error: "usage" for bad command lines, else the C ABI's status name.
+const char* status_word(cbl_status s) {
+    switch (s & 0xff) {
+        case CBL_INVALID_ARG: return "invalid_arg";
+        case CBL_MISUSE: return "misuse";
+        case CBL_NOMEM: return "nomem";
+        case CBL_IO: return "io";
+        case CBL_CORRUPT: return "corrupt";
+        case CBL_FORMAT: return "format";
+        case CBL_UNSUPPORTED: return "unsupported";
+        case CBL_DEVICE: return "device";
+        case CBL_ABORTED: return "aborted";
+        case CBL_RANGE: return "range";
+        case CBL_CATALOG: return "catalog";
+        case CBL_INTERNAL: return "internal";
+        default: return "error";
+    }
+}
+
+int report(const std::string& msg, int code, const char* status = nullptr) {
+    if (g_json_errors) {
+        cacheblend::cli::json_writer w(std::cout);
+        w.begin_object().key("error").begin_object();
+        w.field("status", status ? status : code == 2 ? "usage" : "error");
+        w.field("message", one_line(msg)).end_object().end_object();
+        std::cout << "\n";
+    }
+    std::cout.flush();
     std::fflush(stdout);
     std::fprintf(stderr, "cacheblend: error: %s\n", one_line(msg).c_str());
     return code;
+}
+
+bool wants_json(int argc, char** argv) {
+    for (int i = 2; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--") return false;
+        if (a == "--json") return true;
+    }
+    return false;
 }
 
 int dispatch(int argc, char** argv) {
@@ -96,12 +143,15 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     int rc = 0;
+    g_json_errors = wants_json(argc, argv);
     try {
         rc = dispatch(argc, argv);
     } catch (const usage_error& e) {
         return report(e.what(), 2);
+    } catch (const cacheblend::cli::capi_error& e) {
+        return report(e.what(), 1, status_word(e.status()));
     } catch (const std::bad_alloc&) {
-        return report("out of memory", 1);
+        return report("out of memory", 1, "nomem");
     } catch (const std::exception& e) { return report(e.what(), 1); } catch (...) {
         return report("unexpected failure", 1);
     }

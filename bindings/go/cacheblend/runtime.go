@@ -13,6 +13,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -58,6 +59,10 @@ type RuntimeOptions struct {
 	Device string
 	// NoEmbedder skips loading an embedder (BM25-only retrieval).
 	NoEmbedder bool
+	// MustExist opens an existing data directory only: Open fails with an ErrIO error ("no data
+	// directory at ...") when DataDir holds no catalog, and creates nothing. For read-only tools,
+	// where a mistyped path must not become a new, empty corpus.
+	MustExist bool
 }
 
 // Runtime is a model, a KV store, a chunk catalog and a search index in one handle (cbl_runtime).
@@ -66,7 +71,7 @@ type Runtime struct {
 	h *handle
 }
 
-// Open opens (creating when missing) the data directory and loads the model and the embedder.
+// Open opens (creating when missing, unless MustExist) the data directory and loads the model and the embedder.
 // opts may be nil for all defaults.
 func Open(opts *RuntimeOptions) (*Runtime, error) {
 	const op = "runtime open"
@@ -83,7 +88,7 @@ func Open(opts *RuntimeOptions) (*Runtime, error) {
 	var msg *C.char
 	st := C.gocbl_runtime_open(cs.opt(opts.ModelPath), cs.opt(opts.EmbedderPath), cs.opt(opts.DataDir),
 		C.uint64_t(opts.KVBudgetBytes), C.int32_t(opts.Threads), cs.opt(opts.Device),
-		C.bool(opts.NoEmbedder), &rt, &msg)
+		C.bool(opts.NoEmbedder), C.bool(opts.MustExist), &rt, &msg)
 	if err := callError(op, st, msg); err != nil {
 		return nil, err
 	}
@@ -296,7 +301,9 @@ func (r *Runtime) IngestText(ctx context.Context, uri, text string, opts *Ingest
 // IngestPath ingests a file or, recursively, a folder (.txt, .md, .html). Unchanged files are
 // skipped by content hash; files that cannot be read are skipped with a reason (a Progress report
 // with phase "skip") and the rest go on: symbolic links (unless FollowSymlinks), special files
-// and files over MaxFileBytes among them. Documents committed before an abort or error stay.
+// and files over MaxFileBytes among them. A path that cannot be accessed itself (missing, no
+// permission) is an ErrIO error naming it, with nothing ingested. Documents committed before an
+// abort or error stay.
 // Cancellation and the report of an aborted call work as for IngestText.
 func (r *Runtime) IngestPath(ctx context.Context, path string, opts *IngestOptions) (IngestReport, error) {
 	var cs cstrings
@@ -347,12 +354,17 @@ func (r *Runtime) DeleteCounted(uri string) (IngestReport, error) {
 	return reportFromC(&rep), nil
 }
 
-// CorpusStats are counts of a runtime's data directory (Runtime.Stats).
+// CorpusStats are counts and sizes of a runtime's data directory (Runtime.Stats).
 type CorpusStats struct {
-	Documents int64  // documents in the catalog
-	Chunks    int64  // chunks in the catalog
-	KVEntries int64  // chunk KV files in the KV store
-	KVBytes   uint64 // bytes of those files
+	Documents     int64  // documents in the catalog
+	Chunks        int64  // chunks in the catalog
+	KVEntries     int64  // chunk KV files in the KV store
+	KVBytes       uint64 // bytes of those files
+	Vectors       int64  // vectors in the dense index (0 without an embedder)
+	CatalogBytes  uint64 // catalog.db with its write-ahead log
+	IndexBytes    uint64 // vectors.faiss
+	KVBudgetBytes uint64 // the KV store's budget (RuntimeOptions.KVBudgetBytes, 0 resolved to 8 GiB)
+	DiskFreeBytes uint64 // free to this user on the data directory's file system
 }
 
 // Stats counts the documents, chunks and stored chunk KV of the runtime's data directory.
@@ -373,6 +385,12 @@ func (r *Runtime) Stats() (CorpusStats, error) {
 		Chunks:    int64(st.chunks),
 		KVEntries: int64(st.kv_entries),
 		KVBytes:   uint64(st.kv_bytes),
+
+		Vectors:       int64(st.vectors),
+		CatalogBytes:  uint64(st.catalog_bytes),
+		IndexBytes:    uint64(st.index_bytes),
+		KVBudgetBytes: uint64(st.kv_budget_bytes),
+		DiskFreeBytes: uint64(st.disk_free_bytes),
 	}, nil
 }
 
@@ -511,6 +529,76 @@ func (r *Runtime) SearchResults(query string, opts *SearchOptions) (*SearchResul
 			return nil, err
 		}
 		out.Hits = append(out.Hits, hitFromC(&h))
+	}
+	return out, nil
+}
+
+// DocumentFilter selects documents as SearchOptions do ("" and nil select every document).
+type DocumentFilter struct {
+	Collection string            // only this collection
+	URIPrefix  string            // only documents whose uri starts with it
+	Metadata   map[string]string // only documents whose metadata holds each value under its key
+}
+
+// Document is one document of a data directory (Runtime.Documents).
+type Document struct {
+	URI          string // a file's absolute path, or the uri given to IngestText
+	Kind         string // "text", "markdown" or "html" ("" when its metadata has none, e.g. IngestText)
+	Collection   string // "" when none
+	MetadataJSON string // the document's metadata, a JSON object
+	Chunks       int64  // chunks in the catalog
+	KVChunks     int64  // chunks whose KV is stored
+	SourceBytes  int64  // size of the source text when ingested
+	// Modified is the file's modification time when it was ingested (the zero time for
+	// IngestText documents).
+	Modified time.Time
+}
+
+// Documents lists the documents a search with filter may return, ordered by uri; filter may be
+// nil for every document.
+func (r *Runtime) Documents(filter *DocumentFilter) ([]Document, error) {
+	const op = "documents"
+	p, err := r.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer r.h.release()
+	if filter == nil {
+		filter = &DocumentFilter{}
+	}
+	var cs cstrings
+	defer cs.free()
+	o := C.gocbl_search_opts{collection: cs.opt(filter.Collection), uri_prefix: cs.opt(filter.URIPrefix)}
+	if o.metadata_keys, o.metadata_values, o.n_metadata, err = cs.metadata(op, filter.Metadata); err != nil {
+		return nil, err
+	}
+	var list *C.cbl_documents
+	var msg *C.char
+	if err := callError(op, C.gocbl_documents(p, &o, &list, &msg), msg); err != nil {
+		return nil, err
+	}
+	defer C.cbl_documents_free(list)
+	n := C.cbl_documents_count(list)
+	out := make([]Document, 0, int(n))
+	for i := C.size_t(0); i < n; i++ {
+		var d C.cbl_document_info
+		var dmsg *C.char
+		if err := callError(op, C.gocbl_documents_get(list, i, &d, &dmsg), dmsg); err != nil {
+			return nil, err
+		}
+		doc := Document{
+			URI:          C.GoString(d.uri),
+			Kind:         C.GoString(d.kind),
+			Collection:   C.GoString(d.collection),
+			MetadataJSON: C.GoString(d.metadata_json),
+			Chunks:       int64(d.n_chunks),
+			KVChunks:     int64(d.n_kv_chunks),
+			SourceBytes:  int64(d.source_bytes),
+		}
+		if d.mtime_ns > 0 {
+			doc.Modified = time.Unix(0, int64(d.mtime_ns))
+		}
+		out = append(out, doc)
 	}
 	return out, nil
 }

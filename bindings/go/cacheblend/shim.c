@@ -36,7 +36,8 @@ static void gocbl_on_log(cbl_log_level level, const char *message, void *user_da
 /* ---- runtime ---- */
 cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
                               const char *data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
-                              const char *device, bool no_embedder, cbl_runtime **out, char **err) {
+                              const char *device, bool no_embedder, bool must_exist, cbl_runtime **out,
+                              char **err) {
     cbl_runtime_params p;
     cbl_runtime_params_init(&p);
     p.model_path = model_path;
@@ -46,6 +47,7 @@ cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
     p.n_threads = n_threads;
     p.device = device;
     p.no_embedder = no_embedder;
+    p.must_exist = must_exist;
     return gocbl_ret(cbl_runtime_open(&p, out), err);
 }
 
@@ -133,6 +135,24 @@ cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_o
 cbl_status gocbl_results_hit(const cbl_results *res, size_t i, cbl_hit *out, char **err) {
     cbl_hit_init(out);
     return gocbl_ret(cbl_results_hit(res, i, out), err);
+}
+
+cbl_status gocbl_documents(cbl_runtime *rt, const gocbl_search_opts *o, cbl_documents **out,
+                           char **err) {
+    cbl_search_params p;
+    cbl_search_params_init(&p);
+    p.collection = o->collection;
+    p.uri_prefix = o->uri_prefix;
+    p.metadata_keys = o->metadata_keys;
+    p.metadata_values = o->metadata_values;
+    p.n_metadata = o->n_metadata;
+    return gocbl_ret(cbl_runtime_documents(rt, &p, out), err);
+}
+
+cbl_status gocbl_documents_get(const cbl_documents *docs, size_t i, cbl_document_info *out,
+                               char **err) {
+    cbl_document_info_init(out);
+    return gocbl_ret(cbl_documents_get(docs, i, out), err);
 }
 
 /* ---- models and KV stores ---- */

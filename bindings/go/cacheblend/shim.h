@@ -89,7 +89,8 @@ typedef struct gocbl_generate_opts {
 
 cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
                               const char *data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
-                              const char *device, bool no_embedder, cbl_runtime **out, char **err);
+                              const char *device, bool no_embedder, bool must_exist, cbl_runtime **out,
+                              char **err);
 cbl_status gocbl_runtime_model(cbl_runtime *rt, cbl_model **out, char **err);
 cbl_status gocbl_ingest_text(cbl_runtime *rt, const char *uri, const char *text, size_t len,
                              const gocbl_ingest_opts *o, uintptr_t sink, cbl_ingest_report *rep,
@@ -105,6 +106,11 @@ cbl_status gocbl_runtime_repair(cbl_runtime *rt, bool precompute_kv, char **repo
 cbl_status gocbl_search(cbl_runtime *rt, const char *query, const gocbl_search_opts *o,
                         cbl_results **out, char **err);
 cbl_status gocbl_results_hit(const cbl_results *res, size_t i, cbl_hit *out, char **err);
+/* The search options' filter fields (k and mode are not read). */
+cbl_status gocbl_documents(cbl_runtime *rt, const gocbl_search_opts *o, cbl_documents **out,
+                           char **err);
+cbl_status gocbl_documents_get(const cbl_documents *docs, size_t i, cbl_document_info *out,
+                               char **err);
 
 cbl_status gocbl_model_load(const char *path, bool vocab_only, cbl_model **out, char **err);
 cbl_status gocbl_tokenize(const cbl_model *m, const char *text, size_t len, bool add_special,

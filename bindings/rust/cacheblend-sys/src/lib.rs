@@ -100,6 +100,7 @@ opaque!(
     cbl_model,
     cbl_runtime,
     cbl_results,
+    cbl_documents,
     cbl_kvstore,
     cbl_session,
     cbl_answer
@@ -148,6 +149,7 @@ pub struct cbl_runtime_params {
     pub n_threads: i32,
     pub device: *const c_char,
     pub no_embedder: bool,
+    pub must_exist: bool,
 }
 
 #[repr(C)]
@@ -205,6 +207,11 @@ pub struct cbl_corpus_stats {
     pub chunks: i64,
     pub kv_entries: i64,
     pub kv_bytes: u64,
+    pub vectors: i64,
+    pub catalog_bytes: u64,
+    pub index_bytes: u64,
+    pub kv_budget_bytes: u64,
+    pub disk_free_bytes: u64,
 }
 
 #[repr(C)]
@@ -232,6 +239,20 @@ pub struct cbl_hit {
     pub text: *const c_char,
     pub text_len: usize,
     pub n_tokens: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cbl_document_info {
+    pub struct_size: usize,
+    pub uri: *const c_char,
+    pub kind: *const c_char,
+    pub collection: *const c_char,
+    pub metadata_json: *const c_char,
+    pub n_chunks: i64,
+    pub n_kv_chunks: i64,
+    pub source_bytes: i64,
+    pub mtime_ns: i64,
 }
 
 #[repr(C)]
@@ -361,6 +382,7 @@ init_fn! {
     cbl_prompt_params_init => cbl_prompt_params,
     cbl_search_params_init => cbl_search_params,
     cbl_hit_init => cbl_hit,
+    cbl_document_info_init => cbl_document_info,
     cbl_kvstore_params_init => cbl_kvstore_params,
     cbl_session_params_init => cbl_session_params,
     cbl_generate_params_init => cbl_generate_params,
@@ -475,6 +497,20 @@ extern "C" {
     pub fn cbl_results_notice(results: *const cbl_results) -> *const c_char;
     pub fn cbl_results_mode(results: *const cbl_results) -> i32;
     pub fn cbl_results_free(results: *mut cbl_results);
+
+    // ---- documents ----
+    pub fn cbl_runtime_documents(
+        runtime: *mut cbl_runtime,
+        filter: *const cbl_search_params,
+        out_documents: *mut *mut cbl_documents,
+    ) -> cbl_status;
+    pub fn cbl_documents_count(documents: *const cbl_documents) -> usize;
+    pub fn cbl_documents_get(
+        documents: *const cbl_documents,
+        i: usize,
+        out_info: *mut cbl_document_info,
+    ) -> cbl_status;
+    pub fn cbl_documents_free(documents: *mut cbl_documents);
 
     // ---- chunk KV store ----
     pub fn cbl_kvstore_open(

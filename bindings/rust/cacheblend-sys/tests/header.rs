@@ -473,17 +473,20 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
     layouts! {
         cbl_model_params { struct_size, vocab_only }
         cbl_runtime_params { struct_size, model_path, embedder_path, data_dir, kv_budget_bytes,
-                             n_threads, device, no_embedder }
+                             n_threads, device, no_embedder, must_exist }
         cbl_progress { struct_size, phase, done, total, current, message }
         cbl_ingest_params { struct_size, collection, metadata_json, format, chunk_tokens,
                             precompute_kv, progress, progress_user_data, follow_symlinks,
                             max_file_bytes, max_file_seconds }
         cbl_ingest_report { struct_size, files_seen, added, updated, unchanged, removed, skipped,
                             chunks_added, chunks_removed, embedded, kv_computed, kv_deleted }
-        cbl_corpus_stats { struct_size, documents, chunks, kv_entries, kv_bytes }
+        cbl_corpus_stats { struct_size, documents, chunks, kv_entries, kv_bytes, vectors,
+                           catalog_bytes, index_bytes, kv_budget_bytes, disk_free_bytes }
         cbl_search_params { struct_size, k, mode, collection, uri_prefix, metadata_keys,
                             metadata_values, n_metadata }
         cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens }
+        cbl_document_info { struct_size, uri, kind, collection, metadata_json, n_chunks,
+                            n_kv_chunks, source_bytes, mtime_ns }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io }
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
                              kv_format, calibrated_ratio }

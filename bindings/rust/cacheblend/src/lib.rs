@@ -92,8 +92,8 @@ pub use options::{
 pub use runtime::Runtime;
 pub use session::{CancelHandle, Session};
 pub use types::{
-    Answer, CorpusStats, Hit, IngestReport, LogLevel, Progress, SearchResults, Stats, StopReason,
-    TokenLogprob,
+    Answer, CorpusStats, Document, Hit, IngestReport, LogLevel, Progress, SearchResults, Stats,
+    StopReason, TokenLogprob,
 };
 
 fn static_str(p: *const c_char) -> &'static str {

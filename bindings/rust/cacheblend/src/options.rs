@@ -130,6 +130,7 @@ pub struct RuntimeOptions {
     pub(crate) n_threads: i32,
     pub(crate) device: Option<String>,
     pub(crate) no_embedder: bool,
+    pub(crate) must_exist: bool,
 }
 
 impl RuntimeOptions {
@@ -157,6 +158,10 @@ impl RuntimeOptions {
         fn device(device: impl Into<String>) { device = Some(device.into()) }
         /// Do not load an embedder: retrieval is BM25-only.
         fn no_embedder(yes: bool) { no_embedder = yes }
+        /// Open an existing data directory only: when it holds no catalog, `open` fails with
+        /// [`ErrorKind::Io`](crate::ErrorKind::Io) ("no data directory at ...") and creates
+        /// nothing. For read-only tools, where a mistyped path must not become an empty corpus.
+        fn must_exist(yes: bool) { must_exist = yes }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::options::{
     IngestOptions, ProgressFn, RuntimeOptions, SearchMode, SearchOptions, SessionOptions,
 };
 use crate::session::Session;
-use crate::types::{CorpusStats, Hit, IngestReport, Progress, SearchResults};
+use crate::types::{CorpusStats, Document, Hit, IngestReport, Progress, SearchResults};
 use crate::util::{
     cstring, opt_cstring, opt_path_cstring, opt_ptr, path_cstring, string_from, CPairs,
     CallbackState, FreeOnDrop,
@@ -35,7 +35,7 @@ unsafe impl Send for Runtime {}
 unsafe impl Sync for Runtime {}
 
 impl Runtime {
-    /// Opens (creating when missing) the data directory and loads the model and the embedder.
+    /// Opens (creating when missing, unless [`RuntimeOptions::must_exist`]) the data directory and loads the model and the embedder.
     pub fn open(options: &RuntimeOptions) -> Result<Runtime> {
         let model = opt_path_cstring("model path", &options.model_path)?;
         let embedder = opt_path_cstring("embedder path", &options.embedder_path)?;
@@ -49,6 +49,7 @@ impl Runtime {
         p.n_threads = options.n_threads;
         p.device = opt_ptr(&device);
         p.no_embedder = options.no_embedder;
+        p.must_exist = options.must_exist;
         let mut out = ptr::null_mut();
         // SAFETY: the strings outlive the call; params and out pointer are valid.
         check(unsafe { sys::cbl_runtime_open(&p, &mut out) })?;
@@ -274,6 +275,31 @@ impl Runtime {
                 notice: string_from(sys::cbl_results_notice(res.0)),
                 mode: SearchMode::from_raw(sys::cbl_results_mode(res.0)),
             })
+        }
+    }
+
+    /// The documents a search with `filter` may return (its collection, uri prefix and metadata
+    /// filters; `k` and the mode are not read), ordered by uri.
+    pub fn documents(&self, filter: &SearchOptions) -> Result<Vec<Document>> {
+        let collection = opt_cstring("collection", &filter.collection)?;
+        let prefix = opt_cstring("uri_prefix", &filter.uri_prefix)?;
+        let metadata = CPairs::new("metadata filter", &filter.metadata)?;
+        let mut p = sys::cbl_search_params::default();
+        p.collection = opt_ptr(&collection);
+        p.uri_prefix = opt_ptr(&prefix);
+        (p.metadata_keys, p.metadata_values, p.n_metadata) = metadata.raw();
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers for the duration of the call (owned by locals that outlive it).
+        check(unsafe { sys::cbl_runtime_documents(self.raw.as_ptr(), &p, &mut out) })?;
+        let list = FreeOnDrop(out, sys::cbl_documents_free);
+        // SAFETY: list is a live handle until the guard drops at the end of this function.
+        unsafe {
+            let n = sys::cbl_documents_count(list.0);
+            let mut docs = Vec::with_capacity(n);
+            for i in 0..n {
+                docs.push(Document::read(|d| sys::cbl_documents_get(list.0, i, d))?);
+            }
+            Ok(docs)
         }
     }
 

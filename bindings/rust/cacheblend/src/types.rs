@@ -328,6 +328,16 @@ pub struct CorpusStats {
     pub kv_entries: i64,
     /// Bytes of those files.
     pub kv_bytes: u64,
+    /// Vectors in the dense index (0 without an embedder).
+    pub vectors: i64,
+    /// Bytes of catalog.db with its write-ahead log.
+    pub catalog_bytes: u64,
+    /// Bytes of vectors.faiss.
+    pub index_bytes: u64,
+    /// The KV store's budget ([`RuntimeOptions::kv_budget_bytes`](crate::RuntimeOptions::kv_budget_bytes), 0 resolved to 8 GiB).
+    pub kv_budget_bytes: u64,
+    /// Bytes free to this user on the data directory's file system.
+    pub disk_free_bytes: u64,
 }
 
 impl CorpusStats {
@@ -337,6 +347,61 @@ impl CorpusStats {
             chunks: s.chunks,
             kv_entries: s.kv_entries,
             kv_bytes: s.kv_bytes,
+            vectors: s.vectors,
+            catalog_bytes: s.catalog_bytes,
+            index_bytes: s.index_bytes,
+            kv_budget_bytes: s.kv_budget_bytes,
+            disk_free_bytes: s.disk_free_bytes,
+        }
+    }
+}
+
+/// One document of a data directory ([`Runtime::documents`](crate::Runtime::documents),
+/// `cbl_document_info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Document {
+    /// A file's absolute path, or the uri given to `ingest_text`.
+    pub uri: String,
+    /// `"text"`, `"markdown"` or `"html"` (`""` when its metadata has none, e.g. `ingest_text`).
+    pub kind: String,
+    /// The collection (`""` when none).
+    pub collection: String,
+    /// The document's metadata, a JSON object.
+    pub metadata_json: String,
+    /// Chunks in the catalog.
+    pub chunks: i64,
+    /// Chunks whose KV is stored.
+    pub kv_chunks: i64,
+    /// Size of the source text when ingested.
+    pub source_bytes: i64,
+    /// The file's modification time when it was ingested (`None` for `ingest_text` documents).
+    pub modified: Option<std::time::SystemTime>,
+}
+
+impl Document {
+    /// Reads document `i` through `get` (`cbl_documents_get`).
+    pub(crate) fn read(
+        get: impl FnOnce(*mut sys::cbl_document_info) -> sys::cbl_status,
+    ) -> Result<Document> {
+        let mut d = sys::cbl_document_info::default();
+        check(get(&mut d))?;
+        let modified = u64::try_from(d.mtime_ns)
+            .ok()
+            .filter(|&ns| ns > 0)
+            .map(|ns| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns));
+        // SAFETY: the strings live until the list is freed, which the caller has not done yet.
+        unsafe {
+            Ok(Document {
+                uri: string_from(d.uri),
+                kind: string_from(d.kind),
+                collection: string_from(d.collection),
+                metadata_json: string_from(d.metadata_json),
+                chunks: d.n_chunks,
+                kv_chunks: d.n_kv_chunks,
+                source_bytes: d.source_bytes,
+                modified,
+            })
         }
     }
 }

@@ -1171,3 +1171,78 @@ fn repair_and_delete_counted() {
     let err = f.rt.delete_counted("mem://a\0b").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArg);
 }
+
+// ---- issue 13, item 2: what operators need (documents, stats, missing paths, must_exist) ----
+
+#[test]
+fn documents_lists_by_uri_with_filters_and_stats_report_sizes() {
+    let f = fixture!("documents");
+    let folder = f.dir.path().join("docs");
+    fs::create_dir(&folder).unwrap();
+    let file = folder.join("tide.md");
+    fs::write(&file, "# Tides\n\nThe tide rises twice a day.\n").unwrap();
+    f.rt.ingest_path(&folder, &mut IngestOptions::new().precompute_kv(true))
+        .expect("ingest_path");
+    let all = f.rt.documents(&SearchOptions::new()).expect("documents");
+    let uris: Vec<&str> = all.iter().map(|d| d.uri.as_str()).collect();
+    let file_uri = file.to_str().unwrap();
+    assert_eq!(
+        uris,
+        [file_uri, "mem://amazon", "mem://kilimanjaro", "mem://sourdough"]
+    );
+    let d = &all[0];
+    assert_eq!(d.kind, "markdown");
+    assert!(d.chunks >= 1 && d.kv_chunks == d.chunks && d.source_bytes > 0, "{:?}", d);
+    assert!(d.modified.is_some() && d.metadata_json.contains("\"kind\""), "{:?}", d);
+    assert_eq!(all[1].collection, "facts");
+    assert!(all[1].modified.is_none() && all[1].kind.is_empty(), "{:?}", all[1]);
+
+    let facts = f.rt.documents(&SearchOptions::new().collection("facts")).unwrap();
+    assert_eq!(facts.len(), DOCS.len());
+    let md = f.rt.documents(&SearchOptions::new().metadata("kind", "markdown")).unwrap();
+    assert_eq!(md.len(), 1);
+    let err = f.rt.documents(&SearchOptions::new().metadata("a b", "x")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+
+    let st = f.rt.stats().unwrap();
+    assert_eq!(st.documents, 4);
+    assert!(st.catalog_bytes > 0 && st.disk_free_bytes > 0, "{:?}", st);
+    assert_eq!(st.kv_budget_bytes, 8 << 30);
+}
+
+#[test]
+fn ingest_path_of_a_missing_path_is_an_io_error() {
+    let f = fixture!("missing_path");
+    let missing = f.dir.path().join("no-such-folder");
+    let err = f.rt.ingest_path(&missing, &mut IngestOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{}", err);
+    assert!(err.message().contains(missing.to_str().unwrap()), "{}", err);
+    assert_eq!(f.rt.stats().unwrap().documents, DOCS.len() as i64);
+}
+
+#[test]
+fn must_exist_opens_an_existing_data_dir_only_and_creates_nothing() {
+    let f = fixture!("must_exist");
+    let model = default_model_path();
+    let typo = f.dir.path().join("dtaa");
+    let err = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(&typo)
+            .no_embedder(true)
+            .must_exist(true),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{}", err);
+    assert!(err.message().contains("no data directory at"), "{}", err);
+    assert!(!typo.exists());
+    let rt = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(f.dir.path().join("data"))
+            .no_embedder(true)
+            .must_exist(true),
+    )
+    .expect("open the existing data dir");
+    assert_eq!(rt.documents(&SearchOptions::new()).unwrap().len(), DOCS.len());
+}
