@@ -1,9 +1,10 @@
-# Compiles core/model-registry.tsv into the library: cbl_generate_model_registry(TSV OUT) checks
-# every line and writes OUT, one C++ initializer per `model` line, that core/model-registry.cpp
-# includes. The TSV stays the one place for names, sizes and hashes (scripts/fetch-model.sh reads
-# it too); the caller adds it to CMAKE_CONFIGURE_DEPENDS so that editing it re-runs configure. OUT
-# is rewritten only when its text changes, so a configure run alone recompiles nothing.
-# A malformed line stops configure with its file and line number. Script mode, for the tests:
+# Compiles core/model/model-registry.tsv into the library: cbl_generate_model_registry(TSV OUT)
+# checks every line and writes OUT, one C++ initializer per `model` line, that
+# core/model/model-registry.cpp includes. The TSV stays the one place for names, sizes and hashes
+# (scripts/fetch-model.sh reads it too); the caller adds it to CMAKE_CONFIGURE_DEPENDS so that
+# editing it re-runs configure. OUT is rewritten only when its text changes, so a configure run
+# alone recompiles nothing. A malformed line stops configure with its file and line number.
+# Script mode, for the tests:
 #   cmake -DTSV=registry.tsv -DOUT=registry.inc -P cmake/model-registry.cmake
 
 # Text as the body of a C string literal.

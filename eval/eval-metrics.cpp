@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-#include "core/unicode.h"
+#include "core/tokenizer/unicode.h"
 
 namespace cacheblend::eval {
 namespace {

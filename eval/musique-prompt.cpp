@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "core/unicode.h"
+#include "core/tokenizer/unicode.h"
 #include "eval-metrics.h"
 
 namespace cacheblend::eval {

@@ -10,8 +10,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "core/private-path.h"
+#include "core/util/error.h"
+#include "core/util/private-path.h"
 
 namespace cacheblend {
 

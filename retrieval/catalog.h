@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tokenizer.h"
+#include "core/tokenizer/tokenizer.h"
 
 struct sqlite3;
 

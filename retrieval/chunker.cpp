@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "core/error.h"
+#include "core/util/error.h"
 
 namespace cacheblend {
 

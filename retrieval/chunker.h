@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tokenizer.h"
+#include "core/tokenizer/tokenizer.h"
 
 namespace cacheblend {
 

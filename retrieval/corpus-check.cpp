@@ -9,9 +9,9 @@
 #include <map>
 #include <unordered_set>
 
-#include "core/chunk-hash.h"
-#include "core/error.h"
-#include "core/kv-store.h"
+#include "core/kvstore/chunk-hash.h"
+#include "core/util/error.h"
+#include "core/kvstore/kv-store.h"
 #include "retrieval/corpus.h"
 
 namespace cacheblend {

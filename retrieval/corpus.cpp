@@ -15,11 +15,11 @@
 #include <set>
 #include <unordered_set>
 
-#include "core/chunk-hash.h"
-#include "core/error.h"
-#include "core/file-io.h"
-#include "core/kv-store.h"
-#include "core/private-path.h"
+#include "core/kvstore/chunk-hash.h"
+#include "core/util/error.h"
+#include "core/util/file-io.h"
+#include "core/kvstore/kv-store.h"
+#include "core/util/private-path.h"
 
 namespace cacheblend {
 

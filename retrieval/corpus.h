@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
+#include "core/util/error.h"
 #include "retrieval/catalog.h"
 #include "retrieval/chunker.h"
 #include "retrieval/embedder.h"

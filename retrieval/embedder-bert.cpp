@@ -14,11 +14,11 @@
 #include <cstdio>
 #include <mutex>
 
-#include "core/bert.h"
-#include "core/error.h"
-#include "core/gguf.h"
-#include "core/session.h"
-#include "core/wordpiece.h"
+#include "core/engine/bert.h"
+#include "core/util/error.h"
+#include "core/model/gguf.h"
+#include "core/engine/session.h"
+#include "core/tokenizer/wordpiece.h"
 #include "retrieval/embedder.h"
 
 namespace cacheblend {

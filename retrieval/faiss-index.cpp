@@ -21,9 +21,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/chunk-hash.h"
-#include "core/error.h"
-#include "core/file-io.h"
+#include "core/kvstore/chunk-hash.h"
+#include "core/util/error.h"
+#include "core/util/file-io.h"
 
 namespace cacheblend {
 

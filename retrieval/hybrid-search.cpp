@@ -4,7 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/error.h"
+#include "core/util/error.h"
 
 namespace cacheblend {
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "core/error.h"
+#include "core/util/error.h"
 
 namespace cacheblend {
 

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <thread>
 
-#include "core/error.h"
-#include "core/file-io.h"
+#include "core/util/error.h"
+#include "core/util/file-io.h"
 
 namespace cacheblend {
 

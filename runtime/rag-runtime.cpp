@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <utility>
 
-#include "core/error.h"
-#include "core/file-io.h"
-#include "core/rag-prompt.h"
+#include "core/util/error.h"
+#include "core/util/file-io.h"
+#include "core/prompt/rag-prompt.h"
 #include "retrieval/embedder.h"
 
 namespace cacheblend {
@@ -38,7 +38,7 @@ void make_dirs(const std::string& dir) {
     }
 }
 
-// What kv_store_params::budget_bytes = 0 means (core/kv-store.h), for reporting the budget.
+// What kv_store_params::budget_bytes = 0 means (core/kvstore/kv-store.h), for reporting the budget.
 constexpr uint64_t k_default_kv_budget = uint64_t(8) << 30;
 
 uint64_t file_bytes(const std::string& path) {

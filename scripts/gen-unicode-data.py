@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Generates core/unicode-data.cpp: the codepoint category ranges and the whitespace set used by
-the tokenizer's pre-tokenizers (core/unicode.cpp).
+"""Generates core/tokenizer/unicode-data.cpp: the codepoint category ranges and the whitespace set
+used by the tokenizer's pre-tokenizers (core/tokenizer/unicode.cpp).
 
 The categories follow llama.cpp's scripts/gen-unicode-data.py (its tokenizer is our reference):
 one flag per Unicode general category group (Cn -> undefined, other C* -> control, L*, M*, N*,
@@ -8,7 +8,7 @@ P*, S*, Z*), and whitespace is the Unicode White_Space property. llama.cpp's com
 Unicode 15.1.0, which is Python 3.13's unicodedata; run this script with such a Python to get
 byte-exact pre-tokenization for every assigned codepoint:
 
-    python3.13 scripts/gen-unicode-data.py > core/unicode-data.cpp
+    python3.13 scripts/gen-unicode-data.py > core/tokenizer/unicode-data.cpp
 """
 
 import sys
@@ -17,7 +17,7 @@ import unicodedata
 MAX_CODEPOINTS = 0x110000
 EXPECTED_VERSION = "15.1.0"
 
-# Category codes stored in the table; core/unicode.cpp maps them to llama.cpp's flag bits.
+# Category codes stored in the table; core/tokenizer/unicode.cpp maps them to llama.cpp's flag bits.
 CATEGORY_CODES = {
     "undefined": 0, "number": 1, "letter": 2, "separator": 3,
     "mark": 4, "punctuation": 5, "symbol": 6, "control": 7,
@@ -48,7 +48,7 @@ def main():
              for c in range(MAX_CODEPOINTS)]
 
     # The llama3 splitter lowercases only the letter after an apostrophe and compares it with
-    # ASCII letters; core/unicode.cpp lowercases ASCII only, which is exact iff no other
+    # ASCII letters; core/tokenizer/unicode.cpp lowercases ASCII only, which is exact iff no other
     # codepoint lowercases to one of these letters.
     for c in range(0x80, MAX_CODEPOINTS):
         low = chr(c).lower()
@@ -64,7 +64,7 @@ def main():
               % version)
     out.write("// Each entry is (first codepoint << 8) | category code; a range runs to the next\n")
     out.write("// entry's first codepoint.\n\n")
-    out.write('#include "core/unicode-data.h"\n\n')
+    out.write('#include "core/tokenizer/unicode-data.h"\n\n')
     out.write("namespace cacheblend {\nnamespace unicode_data {\n\n")
     out.write('const char k_unicode_version[] = "%s";\n\n' % version)
     out.write("const uint32_t k_category_ranges[] = {\n")

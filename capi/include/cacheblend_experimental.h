@@ -127,7 +127,7 @@ CBL_API cbl_status cbl_x_kvstore_calibration(cbl_kvstore *store, const cbl_model
  *  model (qwen2.5-coder-1.5b) in the cache folder. Free *out with cbl_free. */
 CBL_API cbl_status cbl_x_default_model_path(char **out);
 
-/* ---- named models: the library's registry (core/model-registry.tsv in the source tree) ----
+/* ---- named models: the library's registry (core/model/model-registry.tsv in the source tree) ----
  * A name such as "qwen2.5-coder-1.5b" works wherever a model path does (cbl_model_load,
  * cbl_runtime_params.model_path, CBL_MODEL): an existing file of that name wins, otherwise it means
  * the model's file in the cache folder, which scripts/fetch-model.sh NAME fills (the library never

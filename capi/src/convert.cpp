@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/error.h"
+#include "core/util/error.h"
 #include "retrieval/catalog.h"
 
 namespace cacheblend::capi {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "cacheblend.h"
-#include "core/blend.h"
-#include "core/session.h"
+#include "core/blend/blend.h"
+#include "core/engine/session.h"
 #include "retrieval/hybrid-search.h"
 #include "runtime/rag-runtime.h"
 #include "retrieval/text-extract.h"

@@ -14,10 +14,10 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
-#include "core/calibration.h"
-#include "core/error.h"
-#include "core/model.h"
-#include "core/rag-prompt.h"
+#include "core/blend/calibration.h"
+#include "core/util/error.h"
+#include "core/model/model.h"
+#include "core/prompt/rag-prompt.h"
 
 using cacheblend::capi::busy_error;
 using cacheblend::capi::busy_scope;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cacheblend.h"
-#include "core/error.h"
+#include "core/util/error.h"
 
 namespace cacheblend::capi {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cacheblend.h"
-#include "core/kv-store.h"
-#include "core/model.h"
+#include "core/kvstore/kv-store.h"
+#include "core/model/model.h"
 #include "retrieval/hybrid-search.h"
 #include "runtime/rag-runtime.h"
 

@@ -1,12 +1,12 @@
-// Experimental C API over core/model-registry.h: the named models, and the file a model argument
-// (path, name or NULL) stands for, for `cacheblend models` and for tools that show where a model
-// is expected before loading it.
+// Experimental C API over core/model/model-registry.h: the named models, and the file a model
+// argument (path, name or NULL) stands for, for `cacheblend models` and for tools that show where a
+// model is expected before loading it.
 #include <string>
 
 #include "cacheblend_experimental.h"
 #include "capi/src/guard.h"
 #include "capi/src/params.h"
-#include "core/model-registry.h"
+#include "core/model/model-registry.h"
 
 using cacheblend::capi::invalid;
 using cacheblend::capi::malloc_copy;

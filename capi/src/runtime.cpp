@@ -10,8 +10,8 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
-#include "core/error.h"
-#include "core/file-io.h"
+#include "core/util/error.h"
+#include "core/util/file-io.h"
 
 using cacheblend::capi::invalid;
 using cacheblend::capi::read_params;

@@ -9,7 +9,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
-#include "core/error.h"
+#include "core/util/error.h"
 
 using cacheblend::capi::busy_error;
 using cacheblend::capi::busy_scope;

@@ -1,7 +1,7 @@
 // The CPU backend: host memory and the ops of kernels/cpu/ops.h on our own thread pool.
 #include <cstring>
 
-#include "core/backend.h"
+#include "core/engine/backend.h"
 #include "kernels/memory.h"
 
 namespace cacheblend {

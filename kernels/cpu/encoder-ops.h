@@ -1,5 +1,6 @@
-// CPU ops for bidirectional encoders (the BERT sentence embedder, core/bert.cpp): LayerNorm, erf
-// GELU and non-causal attention over packed variable-length sequences. f32 row-major activations.
+// CPU ops for bidirectional encoders (the BERT sentence embedder, core/engine/bert.cpp): LayerNorm,
+// erf GELU and non-causal attention over packed variable-length sequences. f32 row-major
+// activations.
 #pragma once
 
 #include <cstdint>

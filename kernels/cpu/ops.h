@@ -1,4 +1,4 @@
-// CPU compute ops used by the forward pass (through the CPU backend, core/backend.h).
+// CPU compute ops used by the forward pass (through the CPU backend, core/engine/backend.h).
 // Activations are f32 row-major; weights stay in their GGUF type; the KV cache is f16.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The CUDA backend's factory. A plain C++ header (no CUDA includes) so host code and tests can
 // name it; it is only linked when the library is built with CBL_CUDA=ON (CBL_WITH_CUDA=1).
 //
-// Status: the backend implements every op of core/backend.h on device memory, but no session
+// Status: the backend implements every op of core/engine/backend.h on device memory, but no session
 // uses it yet: the forward engine still reads some activations on the host between ops, and
 // core has no backend registry (docs/ARCHITECTURE.md, 'Backends') to pick "cuda:N" from session
 // params.
@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "core/backend.h"
+#include "core/engine/backend.h"
 
 namespace cacheblend {
 

@@ -3,8 +3,8 @@
 namespace cacheblend {
 namespace cuda {
 
-// CBL_DEVICE_OOM (cacheblend.h): core/error.h has no name for this extended code yet, and the C
-// guard passes status values through unchanged.
+// CBL_DEVICE_OOM (cacheblend.h): core/util/error.h has no name for this extended code yet, and the
+// C guard passes status values through unchanged.
 constexpr status k_device_oom = static_cast<status>(static_cast<int32_t>(status::device) | 1 << 8);
 
 void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line) {

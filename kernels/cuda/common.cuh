@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "core/error.h"
+#include "core/util/error.h"
 #include "kernels/cuda/math/hd.h"
 
 namespace cacheblend {

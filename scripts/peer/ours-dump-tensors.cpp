@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "core/forward.h"
-#include "core/model.h"
-#include "core/model-registry.h"
+#include "core/engine/forward.h"
+#include "core/model/model.h"
+#include "core/model/model-registry.h"
 #include "util/json.h"
 
 using namespace cacheblend;

@@ -1,5 +1,5 @@
-// Every op of core/backend.h on every available non-CPU backend against the CPU backend, with a
-// per-op NMSE tolerance (llama.cpp's test-backend-ops idea). Inputs are uploaded
+// Every op of core/engine/backend.h on every available non-CPU backend against the CPU backend,
+// with a per-op NMSE tolerance (llama.cpp's test-backend-ops idea). Inputs are uploaded
 // to each backend's own memory, the op runs there, and the whole output buffers (padding
 // included, so writes outside the rows are caught) come back to be compared.
 //
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/engine/backend.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/dtype.h"

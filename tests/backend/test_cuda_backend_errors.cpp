@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
-#include "core/error.h"
+#include "core/engine/backend.h"
+#include "core/util/error.h"
 #if CBL_WITH_CUDA
 #include "kernels/cuda/backend-cuda.h"
 #endif

@@ -2,7 +2,8 @@
 // Build and run by hand from the repository root:
 //
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//       tests/fuzz/fuzz_gguf.cpp core/gguf.cpp core/error.cpp kernels/dtype.cpp -o fuzz_gguf
+//       tests/fuzz/fuzz_gguf.cpp core/model/gguf.cpp core/util/error.cpp kernels/dtype.cpp \
+//       -o fuzz_gguf
 //   mkdir -p corpus && ./fuzz_gguf -max_len=65536 corpus
 //
 // Seed the corpus with small valid files (e.g. written by cbltest::gguf_builder). Any outcome
@@ -10,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/error.h"
-#include "core/gguf.h"
+#include "core/util/error.h"
+#include "core/model/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {

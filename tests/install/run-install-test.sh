@@ -12,7 +12,8 @@ model=${CBL_MODEL:-smollm2-135m}
 if [[ ! -f $model ]]; then
   # A model name: its file in the cache folder, as the library resolves it (the registry is the
   # one place that maps names to files).
-  file=$(awk -F'\t+' -v n="$model" '$1 == "model" && $2 == n { print $3 }' "$src/core/model-registry.tsv")
+  file=$(awk -F'\t+' -v n="$model" '$1 == "model" && $2 == n { print $3 }' \
+    "$src/core/model/model-registry.tsv")
   if [[ -n $file ]]; then model=${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/$file; fi
 fi
 if [[ ! -f $model ]]; then

@@ -13,9 +13,9 @@
 #include <fstream>
 #include <set>
 
-#include "core/blend.h"
-#include "core/error.h"
-#include "core/kv-store.h"
+#include "core/blend/blend.h"
+#include "core/util/error.h"
+#include "core/kvstore/kv-store.h"
 #include "kernels/cpu/fp16.h"
 #include "util/test-util.h"
 

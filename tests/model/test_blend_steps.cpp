@@ -5,9 +5,9 @@
 #include <chrono>
 
 #include "capi/src/convert.h"
-#include "core/blend.h"
-#include "core/chunk-hash.h"
-#include "core/kv-store.h"
+#include "core/blend/blend.h"
+#include "core/kvstore/chunk-hash.h"
+#include "core/kvstore/kv-store.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model-registry.h"
+#include "core/model/model-registry.h"
 #include "util/json.h"
 #include "util/cli-runner.h"
 #include "util/test-util.h"

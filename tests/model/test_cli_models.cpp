@@ -30,7 +30,7 @@ struct registry_file {
     const char* file;
     uint64_t bytes;
 };
-// From core/model-registry.tsv (test_model_registry checks the library against it).
+// From core/model/model-registry.tsv (test_model_registry checks the library against it).
 const registry_file k_smollm{"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf", 98362432};
 const registry_file k_qwen05{"qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
                              491400064};

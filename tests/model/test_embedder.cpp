@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/gguf.h"
-#include "core/wordpiece.h"
+#include "core/model/gguf.h"
+#include "core/tokenizer/wordpiece.h"
 #include "retrieval/embedder.h"
 #include "util/json.h"
 #include "util/test-util.h"

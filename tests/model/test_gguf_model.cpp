@@ -4,8 +4,8 @@
 #include <chrono>
 #include <string>
 
-#include "core/error.h"
-#include "core/gguf.h"
+#include "core/util/error.h"
+#include "core/model/gguf.h"
 #include "util/test-util.h"
 
 using cacheblend::dtype;

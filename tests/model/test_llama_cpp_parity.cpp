@@ -21,10 +21,10 @@
 #include <cstdlib>
 #include <set>
 
-#include "core/chat-template.h"
-#include "core/model.h"
-#include "core/sampler.h"
-#include "core/session.h"
+#include "core/prompt/chat-template.h"
+#include "core/model/model.h"
+#include "core/engine/sampler.h"
+#include "core/engine/session.h"
 #include "util/json.h"
 #include "util/test-util.h"
 

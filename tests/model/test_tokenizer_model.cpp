@@ -6,9 +6,9 @@
 #include <set>
 #include <thread>
 
-#include "core/chat-template.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/prompt/chat-template.h"
+#include "core/model/gguf.h"
+#include "core/tokenizer/tokenizer.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;

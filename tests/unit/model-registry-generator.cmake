@@ -1,6 +1,6 @@
-# Tests cmake/model-registry.cmake, which compiles core/model-registry.tsv into the library: the
-# real registry and a valid one with awkward text (quotes, backslashes, ';' and '[' in a
-# description, blank and comment lines, runs of tabs) generate what core/model-registry.cpp
+# Tests cmake/model-registry.cmake, which compiles core/model/model-registry.tsv into the library:
+# the real registry and a valid one with awkward text (quotes, backslashes, ';' and '[' in a
+# description, blank and comment lines, runs of tabs) generate what core/model/model-registry.cpp
 # expects; every malformed registry stops with its line number and the reason.
 #   cmake -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch folder> -P model-registry-generator.cmake
 cmake_minimum_required(VERSION 3.20)
@@ -46,7 +46,7 @@ function(run case expect needle text)
 endfunction()
 
 # The real registry generates an entry per model, the default model included.
-file(READ ${SOURCE_DIR}/core/model-registry.tsv real_text)
+file(READ ${SOURCE_DIR}/core/model/model-registry.tsv real_text)
 run(real ok "{\"qwen2.5-coder-1.5b\", \"Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf\", UINT64_C(1117320768)"
     "${real_text}")
 

@@ -1,6 +1,6 @@
-// The calibration record file (core/calibration.h): round trip, one record per (model, format),
-// missing = none, damaged = an error (never a guess), a damaged file replaced by the next write,
-// and a failure injected at every write step leaves the previous file intact.
+// The calibration record file (core/blend/calibration.h): round trip, one record per (model,
+// format), missing = none, damaged = an error (never a guess), a damaged file replaced by the next
+// write, and a failure injected at every write step leaves the previous file intact.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/calibration.h"
-#include "core/error.h"
+#include "core/blend/calibration.h"
+#include "core/util/error.h"
 #include "util/faulty-io.h"
 
 using namespace cacheblend;

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "core/error.h"
+#include "core/util/error.h"
 #include "retrieval/catalog.h"
 #include "util/test-util.h"
 

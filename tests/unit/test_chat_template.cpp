@@ -1,8 +1,8 @@
 // Chat templates: detection from template text and the exact strings llama.cpp's
 // llm_chat_apply_template renders (expected outputs from llama.cpp's test-chat-template.cpp for
 // the same conversation).
-#include "core/chat-template.h"
-#include "core/error.h"
+#include "core/prompt/chat-template.h"
+#include "core/util/error.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/chunk-hash.h"
-#include "core/sha256.h"
+#include "core/kvstore/chunk-hash.h"
+#include "core/kvstore/sha256.h"
 
 using namespace cacheblend;
 

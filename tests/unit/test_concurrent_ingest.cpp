@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "core/error.h"
+#include "core/util/error.h"
 #include "retrieval/corpus.h"
 #include "retrieval/writer-lock.h"
 #include "util/hash-embedder.h"

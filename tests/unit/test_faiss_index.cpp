@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "core/error.h"
+#include "core/util/error.h"
 #include "retrieval/faiss-index.h"
 #include "util/fifo-guard.h"
 #include "util/test-util.h"

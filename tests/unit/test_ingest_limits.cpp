@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "core/chunk-hash.h"
-#include "core/error.h"
-#include "core/kv-store.h"
+#include "core/kvstore/chunk-hash.h"
+#include "core/util/error.h"
+#include "core/kvstore/kv-store.h"
 #include "retrieval/chunker.h"
 #include "retrieval/corpus.h"
 #include "util/hash-embedder.h"

@@ -1,8 +1,9 @@
-// Named models (core/model-registry.h, cbl_x_model_registry_*): the compiled-in registry equals
-// core/model-registry.tsv, and a model argument resolves as documented: an existing file wins, a
-// registry name means its file in ${XDG_CACHE_HOME}/cacheblend/models, anything else is a path,
-// NULL is $CBL_MODEL or qwen2.5-coder-1.5b; a missing file names the fetch command and the folder.
-// No real model needed: the cache folder is a temporary one holding a tiny vocabulary-only GGUF.
+// Named models (core/model/model-registry.h, cbl_x_model_registry_*): the compiled-in registry
+// equals core/model/model-registry.tsv, and a model argument resolves as documented: an existing
+// file wins, a registry name means its file in ${XDG_CACHE_HOME}/cacheblend/models, anything else
+// is a path, NULL is $CBL_MODEL or qwen2.5-coder-1.5b; a missing file names the fetch command and
+// the folder. No real model needed: the cache folder is a temporary one holding a tiny
+// vocabulary-only GGUF.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@
 
 #include "cacheblend.h"
 #include "cacheblend_experimental.h"
-#include "core/model-registry.h"
+#include "core/model/model-registry.h"
 #include "util/gguf-writer.h"
 #include "util/scoped-env.h"
 #include "util/test-util.h"

@@ -2,7 +2,7 @@
 // greedy with penalties, and seeded sampling.
 #include <vector>
 
-#include "core/sampler.h"
+#include "core/engine/sampler.h"
 #include "util/test-util.h"
 
 using cacheblend::sampler;

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/util/error.h"
+#include "core/model/gguf.h"
+#include "core/tokenizer/tokenizer.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;
@@ -198,8 +198,8 @@ TEST(TokenizerPeer, SpecialTokenDefaults) {
 
 TEST(TokenizerPeer, InvalidUtf8RoundTrips) {
     // llama.cpp maps invalid bytes to U+FFFD before byte-level BPE; we keep the bytes (see
-    // core/tokenizer.cpp). SentencePiece keeps them through <0xXX> byte tokens, as long as a
-    // truncated sequence does not swallow the bytes of an escaped space.
+    // core/tokenizer/tokenizer.cpp). SentencePiece keeps them through <0xXX> byte tokens, as long
+    // as a truncated sequence does not swallow the bytes of an escaped space.
     const std::vector<std::string> both = {"\xff", "a\x80 b\xc3", "\xc0\xaf!", "x\xf0\x9f\xa6"};
     for (const char* name : {"gpt-2", "llama-spm"}) {
         vocab_fixture fx;

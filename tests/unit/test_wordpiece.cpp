@@ -1,13 +1,14 @@
-// WordPiece tokenizer (core/wordpiece.h) on a small synthetic vocabulary, plus llama.cpp's BERT
-// (bge) vocabulary test vectors from ../shared when present (produced by HF tokenizers).
+// WordPiece tokenizer (core/tokenizer/wordpiece.h) on a small synthetic vocabulary, plus
+// llama.cpp's BERT (bge) vocabulary test vectors from ../shared when present (produced by HF
+// tokenizers).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/gguf.h"
-#include "core/wordpiece.h"
+#include "core/util/error.h"
+#include "core/model/gguf.h"
+#include "core/tokenizer/wordpiece.h"
 #include "util/gguf-writer.h"
 #include "util/test-util.h"
 

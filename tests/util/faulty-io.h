@@ -8,7 +8,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/file-io.h"
+#include "core/util/file-io.h"
 
 namespace cbltest {
 

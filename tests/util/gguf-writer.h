@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/gguf.h"
+#include "core/model/gguf.h"
 #include "kernels/dtype.h"
 
 namespace cbltest {

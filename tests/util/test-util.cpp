@@ -1,6 +1,6 @@
 #include "util/test-util.h"
 
-#include "core/model.h"
+#include "core/model/model.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

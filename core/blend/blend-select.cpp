@@ -1,0 +1,118 @@
+#include "core/blend/blend-select.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/fp16.h"
+
+namespace cacheblend {
+namespace {
+
+// A fixed pseudo-random score in [0, 1) (splitmix64): the same positions win on every run.
+float random_score(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return static_cast<float>(x >> 40) / static_cast<float>(1u << 24);
+}
+
+// Adds each candidate's deviation of fresh vs cached rows to total[i]. Cached rows are scored as
+// f16 (K is rounded for it: the ranking does not need more), gathered next to their fresh rows.
+void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>& cand,
+                   const float* fresh, const uint16_t* cached_v, const float* cached_k,
+                   select_scratch* s, std::vector<float>* total) {
+    const int64_t kd = a.kv_dim;
+    const int64_t mr = static_cast<int64_t>(cand.size());
+    for (int64_t i = 0; i < mr; ++i) {
+        const int64_t c = cand[static_cast<size_t>(i)];
+        const int64_t r =
+            (*a.reused_index)[static_cast<size_t>((*a.active)[static_cast<size_t>(c)])];
+        std::memcpy(s->fresh.data() + i * kd, fresh + c * kd,
+                    static_cast<size_t>(kd) * sizeof(float));
+        if (cached_v) {
+            std::memcpy(s->cached.data() + i * kd, cached_v + r * kd,
+                        static_cast<size_t>(kd) * sizeof(uint16_t));
+        } else {
+            fp32_to_fp16_row(cached_k + r * kd, s->cached.data() + i * kd, kd);
+        }
+    }
+    be.kv_deviation(s->fresh.data(), kd, s->cached.data(), kd, mr, kd, s->dev.data());
+    for (int64_t i = 0; i < mr; ++i) {
+        (*total)[static_cast<size_t>(i)] += s->dev[static_cast<size_t>(i)];
+    }
+}
+
+// Scores of the candidates (higher = recompute first): V then K deviation as asked, or the
+// seeded random control.
+std::vector<float> score(backend& be, const select_args& a, const std::vector<int64_t>& cand,
+                         select_scratch* s) {
+    const int64_t mr = static_cast<int64_t>(cand.size());
+    s->dev.resize(static_cast<size_t>(std::max<int64_t>(1, mr)));
+    s->fresh.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
+    s->cached.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
+    std::vector<float> total(static_cast<size_t>(mr), 0.f);
+    if (a.deviation == deviation_kind::random) {
+        for (int64_t i = 0; i < mr; ++i) {
+            const auto row = static_cast<uint64_t>(
+                (*a.active)[static_cast<size_t>(cand[static_cast<size_t>(i)])]);
+            total[static_cast<size_t>(i)] =
+                random_score(row + 1000003u * static_cast<uint64_t>(a.layer));
+        }
+        return total;
+    }
+    if (a.deviation != deviation_kind::k) {
+        add_deviation(be, a, cand, a.fresh_v, a.cached_v, nullptr, s, &total);
+    }
+    if (a.deviation != deviation_kind::v) {
+        add_deviation(be, a, cand, a.fresh_k, nullptr, a.cached_k, s, &total);
+    }
+    return total;
+}
+
+// Indices of the n_keep highest scores (ties: the lower index), in rank order.
+std::vector<int64_t> top_k(const std::vector<float>& total, int64_t n_keep) {
+    std::vector<int64_t> order(total.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+    std::partial_sort(
+        order.begin(), order.begin() + n_keep, order.end(), [&](int64_t a, int64_t b) {
+            const float da = total[static_cast<size_t>(a)], db = total[static_cast<size_t>(b)];
+            return da > db || (da == db && a < b);
+        });
+    order.resize(static_cast<size_t>(n_keep));
+    return order;
+}
+
+}  // namespace
+
+void select_tokens(backend& be, const select_args& a, select_scratch* s,
+                   std::vector<int32_t>* keep) {
+    const std::vector<int32_t>& active = *a.active;
+    const std::vector<int32_t>& reused_index = *a.reused_index;
+    const int64_t n_act = static_cast<int64_t>(active.size());
+    std::vector<int64_t> cand;  // active indices of reused rows: the candidates
+    for (int64_t i = 0; i < n_act; ++i) {
+        if (reused_index[static_cast<size_t>(active[static_cast<size_t>(i)])] >= 0) {
+            cand.push_back(i);
+        }
+    }
+    const int64_t mr = static_cast<int64_t>(cand.size());
+    const std::vector<float> total = score(be, a, cand, s);
+    const int64_t n_keep = std::min<int64_t>(
+        mr, static_cast<int64_t>(
+                std::ceil(static_cast<double>(a.ratio) * static_cast<double>(a.n_reused) - 1e-9)));
+    std::vector<uint8_t> chosen(static_cast<size_t>(n_act), 0);
+    for (int64_t i : top_k(total, n_keep)) {
+        chosen[static_cast<size_t>(cand[static_cast<size_t>(i)])] = 1;
+    }
+    keep->clear();
+    for (int64_t i = 0; i < n_act; ++i) {
+        if (chosen[static_cast<size_t>(i)] ||
+            reused_index[static_cast<size_t>(active[static_cast<size_t>(i)])] < 0) {
+            keep->push_back(static_cast<int32_t>(i));
+        }
+    }
+}
+
+}  // namespace cacheblend

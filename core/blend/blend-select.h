@@ -1,0 +1,40 @@
+// The select step of a blended prefill: at a check layer, score the reused rows still computed
+// by how far their fresh KV deviates from the stored one (the backend's kv_deviation), then keep
+// the top share of them (CacheBlend's "high KV deviation" tokens; see core/blend/blend.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/engine/backend.h"
+#include "core/blend/blend.h"
+#include "kernels/memory.h"
+
+namespace cacheblend {
+
+struct select_args {
+    const std::vector<int32_t>* active = nullptr;        // rows computed at this layer, ascending
+    const std::vector<int32_t>* reused_index = nullptr;  // prompt row -> row in R, -1 if none
+    const float* fresh_k = nullptr;                      // forward buffers, [active][kv_dim]
+    const float* fresh_v = nullptr;
+    const float* cached_k = nullptr;                     // the loader's layer, [R][kv_dim]
+    const uint16_t* cached_v = nullptr;
+    int64_t kv_dim = 0;
+    int64_t n_reused = 0;  // |R|: the share counts against all reused rows
+    float ratio = 0;       // share of R kept at this check layer
+    int32_t layer = 0;
+    deviation_kind deviation = deviation_kind::v;
+};
+
+// Kept across check layers and requests, so they allocate once.
+struct select_scratch {
+    aligned_array<float> fresh, dev;
+    aligned_array<uint16_t> cached;
+};
+
+// *keep = the indices into *active that stay computed after this layer: every row not reused,
+// and the ceil(ratio * |R|) reused ones that deviate most (ties: the earlier row), ascending.
+void select_tokens(backend& be, const select_args& a, select_scratch* s,
+                   std::vector<int32_t>* keep);
+
+}  // namespace cacheblend

@@ -1,0 +1,162 @@
+#include "core/engine/forward.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/util/error.h"
+
+namespace cacheblend {
+
+forward_engine::forward_engine(const model& m, backend& be, int32_t max_rows)
+    : m_(m), be_(be), max_rows_(max_rows) {
+    const model_hparams& hp = m.hparams();
+    if (max_rows <= 0) throw error(status::invalid_arg, "forward: max_rows must be positive");
+    const size_t r = static_cast<size_t>(max_rows);
+    const size_t f = sizeof(float);
+    x_ = backend_buffer(be, r * hp.n_embd * f);
+    h_ = backend_buffer(be, r * hp.n_embd * f);
+    q_ = backend_buffer(be, r * hp.q_dim() * f);
+    k_ = backend_buffer(be, r * hp.kv_dim() * f);
+    v_ = backend_buffer(be, r * hp.kv_dim() * f);
+    attn_ = backend_buffer(be, r * hp.q_dim() * f);
+    gate_ = backend_buffer(be, r * hp.n_ff * f);
+    up_ = backend_buffer(be, r * hp.n_ff * f);
+    ids_ = backend_buffer(be, r * sizeof(int32_t));
+    pos_ = backend_buffer(be, r * sizeof(int32_t));
+    logits_ = backend_buffer(be, static_cast<size_t>(hp.n_vocab) * f);
+    host_pos_.resize(r);
+}
+
+void forward_engine::embed(const token_id* tokens, int64_t n) {
+    const model_hparams& hp = m_.hparams();
+    if (n <= 0 || n > max_rows_) {
+        throw error(status::invalid_arg, fmt("forward: %lld rows (max %d)", (long long)n, max_rows_));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        if (tokens[i] < 0 || tokens[i] >= hp.n_vocab) {
+            throw error(status::invalid_arg, fmt("forward: token id %d out of range [0, %d)",
+                                                 tokens[i], hp.n_vocab));
+        }
+    }
+    be_.upload(ids_.as<int32_t>(), tokens, static_cast<size_t>(n) * sizeof(int32_t));
+    be_.get_rows(m_.tok_embd(), ids_.as<int32_t>(), n, x(), hp.n_embd);
+}
+
+void forward_engine::set_positions(const int32_t* pos, int64_t n) {
+    std::memcpy(host_pos_.data(), pos, static_cast<size_t>(n) * sizeof(int32_t));
+    be_.upload(pos_.as<int32_t>(), pos, static_cast<size_t>(n) * sizeof(int32_t));
+}
+
+void forward_engine::project_qkv(int layer, int64_t n) {
+    const model_hparams& hp = m_.hparams();
+    const layer_weights& L = m_.layers()[static_cast<size_t>(layer)];
+    const int64_t E = hp.n_embd;
+    float* h = h_.as<float>();
+    be_.rms_norm(x(), n, E, E, L.attn_norm, hp.rms_eps, h, E);
+    be_.matmul(L.wq, h, n, E, q_.as<float>(), hp.q_dim(), L.bq);
+    be_.matmul(L.wk, h, n, E, k(), hp.kv_dim(), L.bk);
+    be_.matmul(L.wv, h, n, E, v(), hp.kv_dim(), L.bv);
+}
+
+void forward_engine::rope_store_kv(int layer, kv_cache& cache, int64_t n) {
+    const model_hparams& hp = m_.hparams();
+    const int64_t KD = hp.kv_dim();
+    const int32_t* dpos = pos_.as<int32_t>();
+    be_.rope(k(), n, KD, hp.n_head_kv, hp.head_dim, dpos, hp.rope);
+    be_.store_rows_f16(k(), n, KD, KD, dpos, cache.k(layer), cache.row_elems());
+    be_.store_rows_f16(v(), n, KD, KD, dpos, cache.v(layer), cache.row_elems());
+}
+
+void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys) {
+    const model_hparams& hp = m_.hparams();
+    const layer_weights& L = m_.layers()[static_cast<size_t>(layer)];
+    const int64_t E = hp.n_embd, QD = hp.q_dim(), FF = hp.n_ff;
+    const int32_t* dpos = pos_.as<int32_t>();
+    float* q = q_.as<float>();
+    float* h = h_.as<float>();
+    float* attn = attn_.as<float>();
+    float* gate = gate_.as<float>();
+    float* up = up_.as<float>();
+
+    be_.rope(q, n, QD, hp.n_head, hp.head_dim, dpos, hp.rope);
+
+    attention_args aa;
+    aa.q = q;
+    aa.n_q = n;
+    aa.q_stride = QD;
+    aa.q_pos = dpos;
+    aa.k = cache.k(layer);
+    aa.v = cache.v(layer);
+    aa.kv_stride = cache.row_elems();
+    aa.n_keys = n_keys;
+    aa.n_head = hp.n_head;
+    aa.n_kv_head = hp.n_head_kv;
+    aa.head_dim = hp.head_dim;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    aa.out = attn;
+    aa.out_stride = QD;
+    be_.attention(aa);
+    be_.matmul(L.wo, attn, n, QD, h, E, nullptr);
+    be_.add_rows(x(), h, n, E, E);
+
+    be_.rms_norm(x(), n, E, E, L.ffn_norm, hp.rms_eps, h, E);
+    be_.matmul(L.w_gate, h, n, E, gate, FF, nullptr);
+    be_.matmul(L.w_up, h, n, E, up, FF, nullptr);
+    be_.swiglu(gate, up, n, FF, FF, gate);
+    be_.matmul(L.w_down, gate, n, FF, h, E, nullptr);
+    be_.add_rows(x(), h, n, E, E);
+}
+
+void forward_engine::logits(int64_t row, float* out) {
+    const model_hparams& hp = m_.hparams();
+    const int64_t E = hp.n_embd;
+    float* h = h_.as<float>();
+    be_.rms_norm(x() + row * E, 1, E, E, m_.output_norm(), hp.rms_eps, h, E);
+    be_.matmul(m_.output(), h, 1, E, logits_.as<float>(), hp.n_vocab, nullptr);
+    be_.download(out, logits_.as<float>(), static_cast<size_t>(hp.n_vocab) * sizeof(float));
+}
+
+void forward_engine::compact_rows(const int32_t* keep, int64_t m) {
+    // Row moves are backend memory copies; on the CPU backend they are plain memmoves.
+    const model_hparams& hp = m_.hparams();
+    auto move_rows = [&](float* base, int64_t width) {
+        for (int64_t i = 0; i < m; ++i) {
+            if (keep[i] != i) {
+                std::memmove(base + i * width, base + keep[i] * width,
+                             static_cast<size_t>(width) * sizeof(float));
+            }
+        }
+    };
+    move_rows(x(), hp.n_embd);
+    move_rows(q_.as<float>(), hp.q_dim());
+    move_rows(k(), hp.kv_dim());
+    move_rows(v(), hp.kv_dim());
+    for (int64_t i = 0; i < m; ++i) host_pos_[static_cast<size_t>(i)] = host_pos_[static_cast<size_t>(keep[i])];
+    be_.upload(pos_.as<int32_t>(), host_pos_.data(), static_cast<size_t>(m) * sizeof(int32_t));
+}
+
+void forward_engine::run(kv_cache& cache, const token_id* tokens, const int32_t* pos, int64_t n,
+                         int64_t n_keys, float* out_logits, const kv_observer& observer) {
+    const model_hparams& hp = m_.hparams();
+    if (n_keys > cache.n_ctx()) {
+        throw error(status::range, fmt("forward: %lld keys exceed the context of %d",
+                                       (long long)n_keys, cache.n_ctx()));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        if (pos[i] < 0 || pos[i] >= n_keys) {
+            throw error(status::invalid_arg, fmt("forward: position %d outside [0, %lld)", pos[i],
+                                                 (long long)n_keys));
+        }
+    }
+    embed(tokens, n);
+    set_positions(pos, n);
+    for (int l = 0; l < hp.n_layer; ++l) {
+        project_qkv(l, n);
+        if (observer) observer(l, k(), v(), n);
+        rope_store_kv(l, cache, n);
+        attend_and_mlp(l, cache, n, n_keys);
+    }
+    if (out_logits) logits(n - 1, out_logits);
+}
+
+}  // namespace cacheblend
