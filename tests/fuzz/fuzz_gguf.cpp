@@ -2,7 +2,8 @@
 // Build and run by hand from the repository root:
 //
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//       tests/fuzz/fuzz_gguf.cpp core/model/gguf.cpp core/util/error.cpp kernels/dtype.cpp \
+//       tests/fuzz/fuzz_gguf.cpp core/model/gguf.cpp core/model/gguf-parse.cpp \
+//       core/util/error.cpp kernels/dtype.cpp \
 //       -o fuzz_gguf
 //   mkdir -p corpus && ./fuzz_gguf -max_len=65536 corpus
 //
