@@ -1,5 +1,5 @@
-// Generated Unicode tables for the BERT normalizer (core/tokenizer/wordpiece-data.cpp, from
-// scripts/gen-wordpiece-data.py). All arrays are sorted by codepoint.
+// Generated Unicode tables for the BERT normalizer (core/tokenizer/wordpiece-data-*.cpp, one file
+// per table group, from scripts/gen-wordpiece-data.py). All arrays are sorted by codepoint.
 #pragma once
 
 #include <cstddef>
