@@ -12,6 +12,7 @@ pkgs=(
   libgtest-dev libgmock-dev          # ctest suite
   libbenchmark-dev                   # microbenchmarks
   python3 python3-pip python3-venv   # model fetch, peer scripts
+  clang-format                       # scripts/check-format.sh (.clang-format), run by the tests
   unzip curl ca-certificates         # model fetch
   "$@"
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test: install what is missing, fetch the test models, build (Release, build/), run ctest
-# with the real model required (a missing model fails instead of skipping), then the bindings' tests.
+# Every test: install what is missing, fetch the test models, check the format of the C/C++ lines
+# changed since HEAD~1, build (Release, build/), run ctest with the real model required (a missing
+# model fails instead of skipping), then the bindings' tests.
 # The suite runs on SmolLM2 (smollm2-135m, exported as CBL_MODEL), not on the product's default
 # model; the qwen2 tests use qwen2.5-coder-0.5b (exported as CBL_QWEN_MODEL).
 #   bash scripts/test.sh              Release suite
@@ -38,6 +39,9 @@ export CBL_MODEL="$model" CBL_QWEN_MODEL="$qwen_model" CBL_EMBED_MODEL="$embed_m
 run_ctest() {
   ctest --test-dir "$1" --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" "${ctest_extra[@]}"
 }
+
+phase "format of the changed C/C++ lines (scripts/check-format.sh, since HEAD~1)"
+bash scripts/check-format.sh
 
 phase "build (Release, build/)"
 bash scripts/build.sh
