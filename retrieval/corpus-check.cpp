@@ -10,8 +10,8 @@
 #include <unordered_set>
 
 #include "core/kvstore/chunk-hash.h"
-#include "core/util/error.h"
 #include "core/kvstore/kv-store.h"
+#include "core/util/error.h"
 #include "retrieval/corpus.h"
 
 namespace cacheblend {

@@ -16,9 +16,9 @@
 #include <unordered_set>
 
 #include "core/kvstore/chunk-hash.h"
+#include "core/kvstore/kv-store.h"
 #include "core/util/error.h"
 #include "core/util/file-io.h"
-#include "core/kvstore/kv-store.h"
 #include "core/util/private-path.h"
 
 namespace cacheblend {

@@ -15,10 +15,10 @@
 #include <mutex>
 
 #include "core/engine/bert.h"
-#include "core/util/error.h"
-#include "core/model/gguf.h"
 #include "core/engine/session.h"
+#include "core/model/gguf.h"
 #include "core/tokenizer/wordpiece.h"
+#include "core/util/error.h"
 #include "retrieval/embedder.h"
 
 namespace cacheblend {

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <utility>
 
+#include "core/prompt/rag-prompt.h"
 #include "core/util/error.h"
 #include "core/util/file-io.h"
-#include "core/prompt/rag-prompt.h"
 #include "retrieval/embedder.h"
 
 namespace cacheblend {

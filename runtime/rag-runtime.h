@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "core/blend/blend.h"
+#include "core/engine/session.h"
 #include "core/kvstore/kv-store.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
-#include "core/engine/session.h"
 #include "retrieval/corpus.h"
 
 namespace cacheblend {

@@ -9,8 +9,8 @@
 #include "core/blend/blend.h"
 #include "core/engine/session.h"
 #include "retrieval/hybrid-search.h"
-#include "runtime/rag-runtime.h"
 #include "retrieval/text-extract.h"
+#include "runtime/rag-runtime.h"
 
 namespace cacheblend::capi {
 

@@ -15,9 +15,9 @@
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
 #include "core/blend/calibration.h"
-#include "core/util/error.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
+#include "core/util/error.h"
 
 using cacheblend::capi::busy_error;
 using cacheblend::capi::busy_scope;

@@ -8,9 +8,8 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
-#include "core/util/log.h"
 #include "core/model/model.h"
-
+#include "core/util/log.h"
 
 extern "C" {
 

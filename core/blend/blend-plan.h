@@ -10,9 +10,9 @@
 
 #include "core/blend/blend-select.h"
 #include "core/blend/blend.h"
-#include "core/kvstore/chunk-hash.h"
 #include "core/engine/forward.h"
 #include "core/engine/kv-cache.h"
+#include "core/kvstore/chunk-hash.h"
 #include "core/kvstore/kv-store.h"
 #include "kernels/memory.h"
 

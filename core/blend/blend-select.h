@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/engine/backend.h"
 #include "core/blend/blend.h"
+#include "core/engine/backend.h"
 #include "kernels/memory.h"
 
 namespace cacheblend {

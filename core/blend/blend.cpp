@@ -6,6 +6,7 @@
 // calibration.h (via file-io.h's struct aligned_free) before kernels/memory.h's function of that
 // name, which blend-plan.h includes: the other order does not compile.
 #include "core/blend/calibration.h"
+
 #include "core/blend/blend-plan.h"
 #include "core/util/error.h"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/kvstore/kv-store.h"
 #include "core/engine/session.h"
+#include "core/kvstore/kv-store.h"
 
 namespace cacheblend {
 

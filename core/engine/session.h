@@ -13,8 +13,8 @@
 #include "core/engine/backend.h"
 #include "core/engine/forward.h"
 #include "core/engine/kv-cache.h"
-#include "core/model/model.h"
 #include "core/engine/sampler.h"
+#include "core/model/model.h"
 
 namespace cacheblend {
 

@@ -44,8 +44,8 @@
 #include <string>
 #include <vector>
 
-#include "core/util/file-io.h"
 #include "core/kvstore/kv-store.h"
+#include "core/util/file-io.h"
 
 namespace cacheblend {
 

@@ -72,8 +72,10 @@ private:
 class store_impl final : public kv_store, public std::enable_shared_from_this<store_impl> {
 public:
     explicit store_impl(const kv_store_params& p)
-        : dir_(p.dir), budget_(p.budget_bytes ? p.budget_bytes : k_default_budget),
-          direct_(p.direct_io), io_(p.io ? p.io : posix_file_io()) {
+        : dir_(p.dir),
+          budget_(p.budget_bytes ? p.budget_bytes : k_default_budget),
+          direct_(p.direct_io),
+          io_(p.io ? p.io : posix_file_io()) {
         while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
         std::random_device rd;
         nonce_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(wall_us());

@@ -57,8 +57,7 @@ void store_impl::open_index() {
     io_fd f(io_.get(), fd);
     file_stat st;
     check_io(io_->fstat(fd, &st), status::io, "fstat", path);
-    if (!st.is_reg)
-        throw error(status::io, fmt("kvstore: %s is not a regular file", path.c_str()));
+    if (!st.is_reg) throw error(status::io, fmt("kvstore: %s is not a regular file", path.c_str()));
     require_private("KV store index", path, st);
     f.reset();
     const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
@@ -67,8 +66,8 @@ void store_impl::open_index() {
         const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
         sqlite3_close_v2(db_);
         db_ = nullptr;
-        throw error(status::catalog, fmt("kvstore index: open %s: %s (%d)", path.c_str(),
-                                         msg.c_str(), rc));
+        throw error(status::catalog,
+                    fmt("kvstore index: open %s: %s (%d)", path.c_str(), msg.c_str(), rc));
     }
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, k_busy_timeout_ms);
@@ -95,8 +94,8 @@ void store_impl::configure_index() {
     }
     if (ver > k_schema_version)
         throw error(status::format, fmt("kvstore index: schema version %lld is newer than this "
-                                        "library's (%d)", static_cast<long long>(ver),
-                                        k_schema_version));
+                                        "library's (%d)",
+                                        static_cast<long long>(ver), k_schema_version));
     if (ver < 1) {
         exec(db_,
              "CREATE TABLE IF NOT EXISTS entries("
@@ -208,8 +207,9 @@ void store_impl::reconcile() {
             for (int i = 0; i < 8; ++i) fp |= static_cast<uint64_t>(hdr[16 + i]) << (8 * i);
         io_->close(fd);
         const int64_t t_us = f.st.mtime_ns / 1000;
-        stmt s(db_, "INSERT OR IGNORE INTO entries(key, bytes, created, last_access, "
-                    "model_fingerprint) VALUES(?1, ?2, ?3, ?3, ?4)");
+        stmt s(db_,
+               "INSERT OR IGNORE INTO entries(key, bytes, created, last_access, "
+               "model_fingerprint) VALUES(?1, ?2, ?3, ?3, ?4)");
         s.bind(1, f.hex).bind(2, static_cast<int64_t>(f.st.size)).bind(3, t_us);
         s.bind(4, static_cast<int64_t>(fp));
         s.step();

@@ -45,8 +45,8 @@ void store_impl::ensure_shard(const std::string& shard) {
 
 void store_impl::commit(const chunk_key& key, kv_file::builder& b) {
     if (!b.complete())
-        throw error(status::misuse, fmt("kvstore: commit of %s before all layers were put",
-                                        key.hex().c_str()));
+        throw error(status::misuse,
+                    fmt("kvstore: commit of %s before all layers were put", key.hex().c_str()));
     const std::string hex = key.hex();
     const std::string shard = shard_dir(hex);
     const std::string final_path = file_path(hex);
@@ -81,11 +81,12 @@ void store_impl::commit(const chunk_key& key, kv_file::builder& b) {
         check_io(io_->fsync_dir(shard), status::io_write, "fsync", shard);
         std::lock_guard<std::mutex> lk(mu_);
         const int64_t now = stamp();
-        stmt s(db_, "INSERT INTO entries(key, bytes, created, last_access, model_fingerprint) "
-                    "VALUES(?1, ?2, ?3, ?3, ?4) ON CONFLICT(key) DO UPDATE SET "
-                    "bytes = excluded.bytes, created = excluded.created, "
-                    "last_access = excluded.last_access, "
-                    "model_fingerprint = excluded.model_fingerprint");
+        stmt s(db_,
+               "INSERT INTO entries(key, bytes, created, last_access, model_fingerprint) "
+               "VALUES(?1, ?2, ?3, ?3, ?4) ON CONFLICT(key) DO UPDATE SET "
+               "bytes = excluded.bytes, created = excluded.created, "
+               "last_access = excluded.last_access, "
+               "model_fingerprint = excluded.model_fingerprint");
         s.bind(1, hex).bind(2, static_cast<int64_t>(b.file_layout().file_size)).bind(3, now);
         s.bind(4, static_cast<int64_t>(b.meta().model_fingerprint));
         s.step();
@@ -121,8 +122,9 @@ void store_impl::evict(uint64_t target, const std::string* keep) {
     };
     std::vector<victim> victims;
     {
-        stmt s(db_, "SELECT key, bytes FROM entries WHERE key != ?1 "
-                    "ORDER BY last_access ASC, key ASC");
+        stmt s(db_,
+               "SELECT key, bytes FROM entries WHERE key != ?1 "
+               "ORDER BY last_access ASC, key ASC");
         s.bind(1, keep ? *keep : std::string());
         uint64_t left = total;
         while (left > target && s.step()) {

@@ -82,8 +82,9 @@ void store_impl::touch(const std::string& hex, const file_stat& ident, uint64_t 
             st.dev == ident.dev && st.ino == ident.ino) {
             // A verified file the index does not know: a writer died between rename and insert.
             // (The stat skips files another process evicted while we were verifying them.)
-            stmt i(db_, "INSERT OR IGNORE INTO entries(key, bytes, created, last_access, "
-                        "model_fingerprint) VALUES(?1, ?2, ?3, ?3, ?4)");
+            stmt i(db_,
+                   "INSERT OR IGNORE INTO entries(key, bytes, created, last_access, "
+                   "model_fingerprint) VALUES(?1, ?2, ?3, ?3, ?4)");
             i.bind(1, hex).bind(2, static_cast<int64_t>(bytes)).bind(3, now);
             i.bind(4, static_cast<int64_t>(fingerprint)).step();
         }
@@ -154,8 +155,8 @@ kv_verify_result store_impl::verify(const chunk_key& key, const chunk_kv_meta* e
         for (int32_t l = 0; l < m.n_layer; ++l)
             r.reader->read_layer(l, k.data(), val.data(), m.kv_dim());
     } catch (const error& e) {
-        v.status = e.code() == status::corrupt ? kv_verify_status::corrupt
-                                               : kv_verify_status::io_error;
+        v.status =
+            e.code() == status::corrupt ? kv_verify_status::corrupt : kv_verify_status::io_error;
         v.detail = e.what();
         return v;
     }

@@ -23,7 +23,7 @@ namespace gguf_detail {
 
 constexpr uint32_t k_magic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr size_t k_default_alignment = 32;
-constexpr int k_max_array_depth = 8;      // bounds recursion on hostile nesting
+constexpr int k_max_array_depth = 8;       // bounds recursion on hostile nesting
 constexpr uint64_t k_max_key_len = 65535;  // spec limit
 // Smallest encodings of a KV pair and of a tensor info (empty keys and names are rejected, so
 // at least one byte each): hostile counts are capped against the bytes left before any loop.
@@ -33,18 +33,18 @@ constexpr uint64_t k_min_array_header = 4 + 8;
 
 inline size_t scalar_size(uint32_t t) {
     switch (static_cast<gguf_value_type>(t)) {
-    case gguf_value_type::u8:
-    case gguf_value_type::i8:
-    case gguf_value_type::boolean: return 1;
-    case gguf_value_type::u16:
-    case gguf_value_type::i16: return 2;
-    case gguf_value_type::u32:
-    case gguf_value_type::i32:
-    case gguf_value_type::f32: return 4;
-    case gguf_value_type::u64:
-    case gguf_value_type::i64:
-    case gguf_value_type::f64: return 8;
-    default: return 0;
+        case gguf_value_type::u8:
+        case gguf_value_type::i8:
+        case gguf_value_type::boolean: return 1;
+        case gguf_value_type::u16:
+        case gguf_value_type::i16: return 2;
+        case gguf_value_type::u32:
+        case gguf_value_type::i32:
+        case gguf_value_type::f32: return 4;
+        case gguf_value_type::u64:
+        case gguf_value_type::i64:
+        case gguf_value_type::f64: return 8;
+        default: return 0;
     }
 }
 
@@ -52,15 +52,15 @@ inline bool known_type(uint32_t t) { return t <= static_cast<uint32_t>(gguf_valu
 
 inline bool is_int_type(gguf_value_type t) {
     switch (t) {
-    case gguf_value_type::u8:
-    case gguf_value_type::i8:
-    case gguf_value_type::u16:
-    case gguf_value_type::i16:
-    case gguf_value_type::u32:
-    case gguf_value_type::i32:
-    case gguf_value_type::u64:
-    case gguf_value_type::i64: return true;
-    default: return false;
+        case gguf_value_type::u8:
+        case gguf_value_type::i8:
+        case gguf_value_type::u16:
+        case gguf_value_type::i16:
+        case gguf_value_type::u32:
+        case gguf_value_type::i32:
+        case gguf_value_type::u64:
+        case gguf_value_type::i64: return true;
+        default: return false;
     }
 }
 
@@ -94,20 +94,20 @@ inline std::string printable(std::string_view s) {
 // Integer value of a scalar at p; false when it does not fit in int64.
 inline bool read_int(const uint8_t* p, gguf_value_type t, int64_t& out) {
     switch (t) {
-    case gguf_value_type::u8: out = load<uint8_t>(p); return true;
-    case gguf_value_type::i8: out = load<int8_t>(p); return true;
-    case gguf_value_type::u16: out = load<uint16_t>(p); return true;
-    case gguf_value_type::i16: out = load<int16_t>(p); return true;
-    case gguf_value_type::u32: out = load<uint32_t>(p); return true;
-    case gguf_value_type::i32: out = load<int32_t>(p); return true;
-    case gguf_value_type::i64: out = load<int64_t>(p); return true;
-    case gguf_value_type::u64: {
-        const uint64_t v = load<uint64_t>(p);
-        if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-        out = static_cast<int64_t>(v);
-        return true;
-    }
-    default: return false;
+        case gguf_value_type::u8: out = load<uint8_t>(p); return true;
+        case gguf_value_type::i8: out = load<int8_t>(p); return true;
+        case gguf_value_type::u16: out = load<uint16_t>(p); return true;
+        case gguf_value_type::i16: out = load<int16_t>(p); return true;
+        case gguf_value_type::u32: out = load<uint32_t>(p); return true;
+        case gguf_value_type::i32: out = load<int32_t>(p); return true;
+        case gguf_value_type::i64: out = load<int64_t>(p); return true;
+        case gguf_value_type::u64: {
+            const uint64_t v = load<uint64_t>(p);
+            if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+            out = static_cast<int64_t>(v);
+            return true;
+        }
+        default: return false;
     }
 }
 
@@ -118,7 +118,7 @@ inline double read_float(const uint8_t* p, gguf_value_type t) {
 struct kv_entry {
     std::string_view key;  // points into the image
     gguf_value_type type;
-    size_t value_pos;      // absolute offset of the value (after the type field)
+    size_t value_pos;  // absolute offset of the value (after the type field)
 };
 
 struct aligned_free {
@@ -166,8 +166,9 @@ struct gguf_file::impl {
         return it == kv_index.end() ? nullptr : &kvs[it->second];
     }
     [[noreturn]] void type_error(const kv_entry& e, const char* expected) const {
-        fail(status::format, fmt("key '%s' has type %s, expected %s", gguf_detail::printable(e.key).c_str(),
-                                 gguf_type_name(e.type), expected));
+        fail(status::format,
+             fmt("key '%s' has type %s, expected %s", gguf_detail::printable(e.key).c_str(),
+                 gguf_type_name(e.type), expected));
     }
     // Array element type, count and first element of an array entry; rejects nested arrays.
     const uint8_t* array_of(const kv_entry& e, const char* expected, gguf_value_type& et,
@@ -180,8 +181,9 @@ struct gguf_file::impl {
     }
     [[noreturn]] void elem_error(const kv_entry& e, gguf_value_type et,
                                  const char* expected) const {
-        fail(status::format, fmt("key '%s' is an array of %s, expected %s",
-                                 gguf_detail::printable(e.key).c_str(), gguf_type_name(et), expected));
+        fail(status::format,
+             fmt("key '%s' is an array of %s, expected %s", gguf_detail::printable(e.key).c_str(),
+                 gguf_type_name(et), expected));
     }
 };
 

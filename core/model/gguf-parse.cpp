@@ -18,34 +18,34 @@ namespace {
 // or nullptr for an id ggml never had (upstream ggml.h, up to Q1_0 = 41).
 const char* ggml_unsupported_type_name(uint32_t id) {
     switch (id) {
-    case 4: return "q4_2 (removed from ggml)";
-    case 5: return "q4_3 (removed from ggml)";
-    case 16: return "iq2_xxs";
-    case 17: return "iq2_xs";
-    case 18: return "iq3_xxs";
-    case 19: return "iq1_s";
-    case 20: return "iq4_nl";
-    case 21: return "iq3_s";
-    case 22: return "iq2_s";
-    case 23: return "iq4_xs";
-    case 24: return "i8";
-    case 25: return "i16";
-    case 26: return "i32";
-    case 27: return "i64";
-    case 28: return "f64";
-    case 29: return "iq1_m";
-    case 31: return "q4_0_4_4 (removed from GGUF files)";
-    case 32: return "q4_0_4_8 (removed from GGUF files)";
-    case 33: return "q4_0_8_8 (removed from GGUF files)";
-    case 34: return "tq1_0";
-    case 35: return "tq2_0";
-    case 36: return "iq4_nl_4_4 (removed from GGUF files)";
-    case 37: return "iq4_nl_4_8 (removed from GGUF files)";
-    case 38: return "iq4_nl_8_8 (removed from GGUF files)";
-    case 39: return "mxfp4";
-    case 40: return "nvfp4";
-    case 41: return "q1_0";
-    default: return nullptr;
+        case 4: return "q4_2 (removed from ggml)";
+        case 5: return "q4_3 (removed from ggml)";
+        case 16: return "iq2_xxs";
+        case 17: return "iq2_xs";
+        case 18: return "iq3_xxs";
+        case 19: return "iq1_s";
+        case 20: return "iq4_nl";
+        case 21: return "iq3_s";
+        case 22: return "iq2_s";
+        case 23: return "iq4_xs";
+        case 24: return "i8";
+        case 25: return "i16";
+        case 26: return "i32";
+        case 27: return "i64";
+        case 28: return "f64";
+        case 29: return "iq1_m";
+        case 31: return "q4_0_4_4 (removed from GGUF files)";
+        case 32: return "q4_0_4_8 (removed from GGUF files)";
+        case 33: return "q4_0_8_8 (removed from GGUF files)";
+        case 34: return "tq1_0";
+        case 35: return "tq2_0";
+        case 36: return "iq4_nl_4_4 (removed from GGUF files)";
+        case 37: return "iq4_nl_4_8 (removed from GGUF files)";
+        case 38: return "iq4_nl_8_8 (removed from GGUF files)";
+        case 39: return "mxfp4";
+        case 40: return "nvfp4";
+        case 41: return "q1_0";
+        default: return nullptr;
     }
 }
 
@@ -54,7 +54,8 @@ std::string supported_weight_types() {
     std::string r;
     for (uint32_t id = 0; id < 64; ++id) {
         const dtype_traits* t = dtype_info(id);
-        if (!t || id == static_cast<uint32_t>(dtype::q8_1) || id == static_cast<uint32_t>(dtype::q8_k)) {
+        if (!t || id == static_cast<uint32_t>(dtype::q8_1) ||
+            id == static_cast<uint32_t>(dtype::q8_k)) {
             continue;
         }
         r += (r.empty() ? "" : " ") + std::string(t->name);
@@ -145,18 +146,17 @@ private:
         }
         const uint64_t n = u64("array length");
         if (et == static_cast<uint32_t>(gguf_value_type::array) && depth + 1 >= k_max_array_depth) {
-            fail(status::corrupt, fmt("array at offset %zu nests deeper than %d levels", at,
-                                      k_max_array_depth));
+            fail(status::corrupt,
+                 fmt("array at offset %zu nests deeper than %d levels", at, k_max_array_depth));
         }
         const size_t fixed = scalar_size(et);
         uint64_t min_elem = fixed;  // strings: length field; arrays: element type + count
         if (et == static_cast<uint32_t>(gguf_value_type::string)) min_elem = 8;
         if (et == static_cast<uint32_t>(gguf_value_type::array)) min_elem = k_min_array_header;
         if (n > remaining() / min_elem) {
-            fail(status::corrupt,
-                 fmt("array at offset %zu has %" PRIu64 " elements of >= %" PRIu64
-                     " B but only %zu B remain",
-                     at, n, min_elem, remaining()));
+            fail(status::corrupt, fmt("array at offset %zu has %" PRIu64 " elements of >= %" PRIu64
+                                      " B but only %zu B remain",
+                                      at, n, min_elem, remaining()));
         }
         if (fixed && et != static_cast<uint32_t>(gguf_value_type::boolean)) {
             pos_ += static_cast<size_t>(n * fixed);  // fits: checked above
@@ -191,7 +191,8 @@ void gguf_file::impl::parse() {
     version = r.u32("version");
     if ((version & 0xffff) == 0 && version != 0) {
         fail(status::format, fmt("version field 0x%08x looks byte-swapped: big-endian GGUF files "
-                                 "are not supported", version));
+                                 "are not supported",
+                                 version));
     }
     if (version == 1) fail(status::format, "GGUF v1 is not supported (only v2 and v3)");
     if (version != 2 && version != 3) {
@@ -256,8 +257,8 @@ void gguf_file::impl::parse() {
         for (uint32_t d = 0; d < t.n_dims; ++d) {
             const uint64_t ne = r.u64("dimension");
             if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-                r.fail(status::corrupt, fmt("ne[%u] is negative (%" PRIi64 ")", d,
-                                            static_cast<int64_t>(ne)));
+                r.fail(status::corrupt,
+                       fmt("ne[%u] is negative (%" PRIi64 ")", d, static_cast<int64_t>(ne)));
             }
             t.ne[d] = static_cast<int64_t>(ne);
         }
@@ -283,15 +284,15 @@ void gguf_file::impl::parse() {
         for (int d = 0; d < 4; ++d) {
             if (mul_overflow(count, static_cast<uint64_t>(t.ne[d]), &count) ||
                 count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-                r.fail(status::corrupt,
-                       fmt("element count of [%" PRIi64 ", %" PRIi64 ", %" PRIi64 ", %" PRIi64
-                           "] overflows int64",
-                           t.ne[0], t.ne[1], t.ne[2], t.ne[3]));
+                r.fail(status::corrupt, fmt("element count of [%" PRIi64 ", %" PRIi64 ", %" PRIi64
+                                            ", %" PRIi64 "] overflows int64",
+                                            t.ne[0], t.ne[1], t.ne[2], t.ne[3]));
             }
         }
         if (t.ne[0] % info->block_elems != 0) {
             r.fail(status::corrupt, fmt("ne[0] = %" PRIi64 " is not a multiple of the %s block "
-                                        "size %" PRIi64, t.ne[0], info->name, info->block_elems));
+                                        "size %" PRIi64,
+                                        t.ne[0], info->name, info->block_elems));
         }
         uint64_t nbytes = static_cast<uint64_t>(t.ne[0] / info->block_elems);
         bool over = mul_overflow(nbytes, info->block_bytes, &nbytes);
@@ -318,17 +319,17 @@ void gguf_file::impl::parse() {
         return;
     }
     if (start > size) {
-        fail(status::corrupt, fmt("data section starts at %" PRIu64 ", past end of file (%zu B)",
-                                  start, size));
+        fail(status::corrupt,
+             fmt("data section starts at %" PRIu64 ", past end of file (%zu B)", start, size));
     }
     data_start = static_cast<size_t>(start);
     const uint64_t data_size = size - data_start;
     for (gguf_tensor& t : tensors) {
         const std::string name = printable(t.name);
         if (t.offset % alignment != 0) {
-            fail(status::corrupt, fmt("tensor '%s' data offset %" PRIu64
-                                      " is not a multiple of the alignment %zu",
-                                      name.c_str(), t.offset, alignment));
+            fail(status::corrupt,
+                 fmt("tensor '%s' data offset %" PRIu64 " is not a multiple of the alignment %zu",
+                     name.c_str(), t.offset, alignment));
         }
         if (t.offset > data_size || t.nbytes > data_size - t.offset) {
             uint64_t b = 0, e = 0;
@@ -336,9 +337,9 @@ void gguf_file::impl::parse() {
                 fail(status::corrupt, fmt("tensor '%s' data offset %" PRIu64 " + %zu B overflows",
                                           name.c_str(), t.offset, t.nbytes));
             }
-            fail(status::corrupt, fmt("tensor '%s' data [%" PRIu64 ", %" PRIu64
-                                      ") extends past end of file (%zu B)",
-                                      name.c_str(), b, e, size));
+            fail(status::corrupt,
+                 fmt("tensor '%s' data [%" PRIu64 ", %" PRIu64 ") extends past end of file (%zu B)",
+                     name.c_str(), b, e, size));
         }
         t.data = base + data_start + t.offset;
     }
@@ -359,12 +360,11 @@ void gguf_file::impl::parse() {
         if (t.nbytes == 0) continue;
         if (have && t.offset < max_end) {
             const gguf_tensor& o = tensors[max_idx];
-            fail(status::corrupt,
-                 fmt("tensor '%s' data [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%s' data [%"
-                     PRIu64 ", %" PRIu64 ")",
-                     printable(t.name).c_str(), data_start + t.offset,
-                     data_start + t.offset + t.nbytes, printable(o.name).c_str(),
-                     data_start + o.offset, data_start + o.offset + o.nbytes));
+            fail(status::corrupt, fmt("tensor '%s' data [%" PRIu64 ", %" PRIu64
+                                      ") overlaps tensor '%s' data [%" PRIu64 ", %" PRIu64 ")",
+                                      printable(t.name).c_str(), data_start + t.offset,
+                                      data_start + t.offset + t.nbytes, printable(o.name).c_str(),
+                                      data_start + o.offset, data_start + o.offset + o.nbytes));
         }
         if (!have || t.offset + t.nbytes > max_end) {
             max_end = t.offset + t.nbytes;

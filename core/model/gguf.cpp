@@ -56,19 +56,19 @@ private:
 
 const char* gguf_type_name(gguf_value_type t) {
     switch (t) {
-    case gguf_value_type::u8: return "u8";
-    case gguf_value_type::i8: return "i8";
-    case gguf_value_type::u16: return "u16";
-    case gguf_value_type::i16: return "i16";
-    case gguf_value_type::u32: return "u32";
-    case gguf_value_type::i32: return "i32";
-    case gguf_value_type::f32: return "f32";
-    case gguf_value_type::boolean: return "bool";
-    case gguf_value_type::string: return "string";
-    case gguf_value_type::array: return "array";
-    case gguf_value_type::u64: return "u64";
-    case gguf_value_type::i64: return "i64";
-    case gguf_value_type::f64: return "f64";
+        case gguf_value_type::u8: return "u8";
+        case gguf_value_type::i8: return "i8";
+        case gguf_value_type::u16: return "u16";
+        case gguf_value_type::i16: return "i16";
+        case gguf_value_type::u32: return "u32";
+        case gguf_value_type::i32: return "i32";
+        case gguf_value_type::f32: return "f32";
+        case gguf_value_type::boolean: return "bool";
+        case gguf_value_type::string: return "string";
+        case gguf_value_type::array: return "array";
+        case gguf_value_type::u64: return "u64";
+        case gguf_value_type::i64: return "i64";
+        case gguf_value_type::f64: return "f64";
     }
     return "unknown";
 }
@@ -159,9 +159,9 @@ std::optional<int64_t> gguf_file::get_int(std::string_view key) const {
     if (!is_int_type(e->type)) impl_->type_error(*e, "an integer");
     int64_t v = 0;
     if (!read_int(impl_->base + e->value_pos, e->type, v)) {
-        impl_->fail(status::format, fmt("key '%s' value %" PRIu64 " does not fit in int64",
-                                        printable(e->key).c_str(),
-                                        load<uint64_t>(impl_->base + e->value_pos)));
+        impl_->fail(status::format,
+                    fmt("key '%s' value %" PRIu64 " does not fit in int64",
+                        printable(e->key).c_str(), load<uint64_t>(impl_->base + e->value_pos)));
     }
     return v;
 }

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/util/error.h"
 #include "core/model/model-registry.h"
+#include "core/util/error.h"
 #include "kernels/cpu/fp16.h"
 
 namespace cacheblend {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/prompt/chat-template.h"
 #include "core/model/gguf.h"
+#include "core/prompt/chat-template.h"
 #include "core/tokenizer/tokenizer.h"
 #include "kernels/cpu/ops.h"
 

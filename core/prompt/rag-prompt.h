@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/blend/blend.h"
-#include "core/prompt/chat-template.h"
 #include "core/model/model.h"
+#include "core/prompt/chat-template.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace cacheblend {

@@ -74,8 +74,8 @@ void tokenizer::impl::tokenize_bpe(std::string_view text, std::vector<token_id>&
         const int32_t n = int32_t(word.size());
         syms.resize(size_t(n));
         for (int32_t i = 0; i < n; ++i) {
-            syms[i] = {byte_symbol[uint8_t(word[i])], i - 1, i + 1 < n ? i + 1 : -1,
-                       uint32_t(i), 1};
+            syms[i] = {byte_symbol[uint8_t(word[i])], i - 1, i + 1 < n ? i + 1 : -1, uint32_t(i),
+                       1};
         }
         heap.clear();
         for (int32_t i = 1; i < n; ++i) add_bigram(i - 1, i);

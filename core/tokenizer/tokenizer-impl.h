@@ -89,9 +89,7 @@ private:
     static uint64_t make_key(int32_t l, int32_t r) {
         return (uint64_t(uint32_t(l)) << 32) | uint32_t(r);
     }
-    size_t index(uint64_t key) const {
-        return size_t((key * 0x9E3779B97F4A7C15ull) >> 29) & mask_;
-    }
+    size_t index(uint64_t key) const { return size_t((key * 0x9E3779B97F4A7C15ull) >> 29) & mask_; }
 
     std::vector<slot> slots_;
     size_t mask_ = 0;

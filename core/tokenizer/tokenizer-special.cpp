@@ -68,7 +68,10 @@ void tokenizer::impl::detect_special_tokens() {
         if (eot == k_null &&
             any_of(s, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                        "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
-                       "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+                       "<\xEF\xBD\x9C"
+                       "end\xE2\x96\x81"
+                       "of\xE2\x96\x81"
+                       "sentence\xEF\xBD\x9C>",
                        "<end_of_utterance>"})) {
             eot = id;
             make_control(id);
@@ -79,22 +82,28 @@ void tokenizer::impl::detect_special_tokens() {
         }
         if (fim_pre == k_null &&
             any_of(s, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                       "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>",
-                       "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"})) {
+                       "<\xEF\xBD\x9C"
+                       "fim\xE2\x96\x81"
+                       "begin\xEF\xBD\x9C>",
+                       "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"})) {
             fim_pre = id;
             make_control(id);
         }
         if (fim_suf == k_null &&
             any_of(s, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                       "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>", "<SUF>",
-                       "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"})) {
+                       "<\xEF\xBD\x9C"
+                       "fim\xE2\x96\x81"
+                       "hole\xEF\xBD\x9C>",
+                       "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"})) {
             fim_suf = id;
             make_control(id);
         }
         if (fim_mid == k_null &&
             any_of(s, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                       "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>",
-                       "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"})) {
+                       "<\xEF\xBD\x9C"
+                       "fim\xE2\x96\x81"
+                       "end\xEF\xBD\x9C>",
+                       "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"})) {
             fim_mid = id;
             make_control(id);
         }
@@ -130,12 +139,29 @@ void tokenizer::impl::detect_special_tokens() {
     add_eog(fim_rep);
     add_eog(fim_sep);
     for (const auto& t : token_to_id) {
-        if (any_of(t.first, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-                             "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>",
-                             "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-                             "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>",
+        if (any_of(t.first, {"<|eot_id|>",
+                             "<|im_end|>",
+                             "<|end|>",
+                             "<|return|>",
+                             "<|call|>",
+                             "<|flush|>",
+                             "<|calls|>",
+                             "<end_of_turn>",
+                             "<|endoftext|>",
+                             "</s>",
+                             "<|eom_id|>",
+                             "<EOT>",
+                             "_<EOT>",
+                             "[EOT]",
+                             "[EOS]",
+                             "<|end_of_text|>",
+                             "<end_of_utterance>",
+                             "<eos>",
+                             "<turn|>",
                              "<|tool_response>",
-                             "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81"
+                             "<\xEF\xBD\x9C"
+                             "end\xE2\x96\x81"
+                             "of\xE2\x96\x81"
                              "sentence\xEF\xBD\x9C>",
                              "[e~["})) {
             add_eog(t.second);

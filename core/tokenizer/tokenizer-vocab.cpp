@@ -124,8 +124,7 @@ void tokenizer::impl::load(const gguf_file& f) {
     attrs.assign(n, attr_normal);
     if (auto types = f.get_int_array("tokenizer.ggml.token_type")) {
         if (types->size() < n) {
-            throw error(status::format,
-                        "tokenizer: tokenizer.ggml.token_type shorter than tokens");
+            throw error(status::format, "tokenizer: tokenizer.ggml.token_type shorter than tokens");
         }
         for (size_t i = 0; i < n; ++i) {
             switch ((*types)[i]) {
@@ -157,10 +156,9 @@ void tokenizer::impl::load(const gguf_file& f) {
     for (size_t i = 0; i < n; ++i) {
         auto res = token_to_id.emplace(text(token_id(i)), token_id(i));
         if (!res.second) {
-            throw error(status::format,
-                        fmt("tokenizer: duplicate token '%.*s' (ids %d and %zu)",
-                            int(text(token_id(i)).size()), text(token_id(i)).data(),
-                            res.first->second, i));
+            throw error(status::format, fmt("tokenizer: duplicate token '%.*s' (ids %d and %zu)",
+                                            int(text(token_id(i)).size()), text(token_id(i)).data(),
+                                            res.first->second, i));
         }
     }
     index.build(arena, text_off);
@@ -234,9 +232,8 @@ void tokenizer::impl::build_caches(const gguf_file& f) {
     }
     // std::sort (not stable) with llama.cpp's comparator and input order: the same order for
     // tokens of equal length.
-    std::sort(special_tokens.begin(), special_tokens.end(), [&](token_id a, token_id b) {
-        return text(a).size() > text(b).size();
-    });
+    std::sort(special_tokens.begin(), special_tokens.end(),
+              [&](token_id a, token_id b) { return text(a).size() > text(b).size(); });
 
     piece_off.resize(size_t(n) + 1);
     for (token_id id = 0; id < n; ++id) {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "core/util/error.h"
 #include "core/model/gguf.h"
 #include "core/tokenizer/unicode.h"
 #include "core/tokenizer/wordpiece-data.h"
+#include "core/util/error.h"
 
 namespace cacheblend {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/engine/forward.h"
-#include "core/model/model.h"
 #include "core/model/model-registry.h"
+#include "core/model/model.h"
 #include "util/json.h"
 
 using namespace cacheblend;

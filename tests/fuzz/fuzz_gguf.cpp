@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/util/error.h"
 #include "core/model/gguf.h"
+#include "core/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {

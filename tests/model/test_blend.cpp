@@ -14,8 +14,8 @@
 #include <set>
 
 #include "core/blend/blend.h"
-#include "core/util/error.h"
 #include "core/kvstore/kv-store.h"
+#include "core/util/error.h"
 #include "kernels/cpu/fp16.h"
 #include "util/test-util.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/prompt/chat-template.h"
 #include "core/model/model.h"
+#include "core/prompt/chat-template.h"
 #include "util/cli-runner.h"
 #include "util/test-util.h"
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/model/model-registry.h"
-#include "util/json.h"
 #include "util/cli-runner.h"
+#include "util/json.h"
 #include "util/test-util.h"
 
 namespace {

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <string>
 
-#include "core/util/error.h"
 #include "core/model/gguf.h"
+#include "core/util/error.h"
 #include "util/test-util.h"
 
 using cacheblend::dtype;

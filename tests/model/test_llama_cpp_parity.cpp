@@ -21,10 +21,10 @@
 #include <cstdlib>
 #include <set>
 
-#include "core/prompt/chat-template.h"
-#include "core/model/model.h"
 #include "core/engine/sampler.h"
 #include "core/engine/session.h"
+#include "core/model/model.h"
+#include "core/prompt/chat-template.h"
 #include "util/json.h"
 #include "util/test-util.h"
 

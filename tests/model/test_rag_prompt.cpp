@@ -3,9 +3,9 @@
 // becomes special tokens, and that a chunk's tokens do not depend on where it sits.
 #include <algorithm>
 
-#include "core/util/error.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
+#include "core/util/error.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;

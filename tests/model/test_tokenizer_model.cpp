@@ -6,8 +6,8 @@
 #include <set>
 #include <thread>
 
-#include "core/prompt/chat-template.h"
 #include "core/model/gguf.h"
+#include "core/prompt/chat-template.h"
 #include "core/tokenizer/tokenizer.h"
 #include "util/test-util.h"
 

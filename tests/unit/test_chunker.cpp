@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "core/util/error.h"
 #include "core/model/model.h"
+#include "core/util/error.h"
 #include "retrieval/chunker.h"
 #include "retrieval/text-extract.h"
 #include "util/hash-embedder.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "cacheblend.h"
-#include "core/util/error.h"
 #include "core/model/gguf.h"
+#include "core/util/error.h"
 #include "kernels/dtype.h"
 #include "util/fifo-guard.h"
 #include "util/gguf-writer.h"

@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "core/kvstore/chunk-hash.h"
-#include "core/util/error.h"
 #include "core/kvstore/kv-store.h"
+#include "core/util/error.h"
 #include "retrieval/corpus.h"
 #include "util/fifo-guard.h"
 #include "util/hash-embedder.h"

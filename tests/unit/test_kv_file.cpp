@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/util/error.h"
 #include "core/kvstore/kv-file.h"
+#include "core/util/error.h"
 #include "kernels/cpu/fp16.h"
 #include "util/fifo-guard.h"
 #include "util/test-util.h"

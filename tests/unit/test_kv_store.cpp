@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/util/error.h"
 #include "core/kvstore/kv-file.h"
 #include "core/kvstore/kv-store.h"
+#include "core/util/error.h"
 #include "kernels/cpu/fp16.h"
 #include "util/faulty-io.h"
 #include "util/fifo-guard.h"

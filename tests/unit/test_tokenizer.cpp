@@ -2,10 +2,10 @@
 // merges whose result is not a token, special-token partition, SPM scores and byte fallback,
 // detokenization and load errors. llama.cpp parity on real vocabularies is in
 // test_tokenizer_peer and test_tokenizer_model.
-#include "core/util/error.h"
 #include "core/model/gguf.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/tokenizer/unicode.h"
+#include "core/util/error.h"
 #include "util/gguf-writer.h"
 #include "util/test-util.h"
 

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/util/error.h"
 #include "core/model/gguf.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;

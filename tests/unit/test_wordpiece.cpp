@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/util/error.h"
 #include "core/model/gguf.h"
 #include "core/tokenizer/wordpiece.h"
+#include "core/util/error.h"
 #include "util/gguf-writer.h"
 #include "util/test-util.h"
 
