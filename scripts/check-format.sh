@@ -75,8 +75,7 @@ fi
 checked=()
 bad=()
 for f in "${!ranges[@]}"; do
-  [[ -f $f ]] && is_cxx "$f" || continue
-  is_generated "$f" && continue
+  if [[ ! -f $f ]] || ! is_cxx "$f" || is_generated "$f"; then continue; fi
   # shellcheck disable=SC2206  # the ranges are words on purpose
   lines=(${ranges[$f]})
   checked+=("$f")
@@ -103,7 +102,9 @@ if ((tidy && ${#checked[@]})); then
 fi
 
 if ((${#bad[@]})); then
-  echo "check-format: not formatted as .clang-format asks (changed lines only):" >&2
+  what="changed lines only"
+  ((${#files[@]})) && what="whole files"
+  echo "check-format: not formatted as .clang-format asks ($what):" >&2
   printf '  %s\n' "${bad[@]}" >&2
   echo "  see: $cf --style=file --dry-run <file>; fix: bash scripts/check-format.sh --fix" \
        "${files[*]:-${base:+--base $base}}" >&2
