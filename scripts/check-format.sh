@@ -2,7 +2,8 @@
 # Format check (.clang-format) of the C/C++ lines a change touches, run by scripts/test.sh.
 #   bash scripts/check-format.sh                 lines changed since HEAD~1 (the last commit and
 #                                                whatever is not committed yet)
-#   bash scripts/check-format.sh --base REV      lines changed since REV (e.g. origin/main)
+#   bash scripts/check-format.sh --base REV      lines changed since this branch left REV
+#                                                (e.g. origin/main; their merge base)
 #   bash scripts/check-format.sh FILE...         whole files
 #   bash scripts/check-format.sh --fix [...]     rewrite those lines / files instead of checking
 #   bash scripts/check-format.sh --tidy [...]    also run clang-tidy (.clang-tidy) on the changed
@@ -24,7 +25,7 @@ while (($#)); do
     --base) base=${2:?--base needs a revision}; shift ;;
     --fix) fix=1 ;;
     --tidy) tidy=1 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     -*) echo "check-format: error: unknown option $1" >&2; exit 2 ;;
     *) files+=("$1") ;;
   esac
@@ -52,6 +53,8 @@ else
   fi
   git rev-parse -q --verify "$base^{commit}" >/dev/null ||
     { echo "check-format: error: no revision '$base'" >&2; exit 2; }
+  # Changes of this branch only: from where it left BASE (commits BASE gained since are not ours).
+  base=$(git merge-base "$base" HEAD)
   current=""
   while IFS= read -r line; do
     if [[ $line == "+++ b/"* ]]; then
