@@ -76,8 +76,8 @@ struct line_reader {
     size_t line_no;
 
     [[noreturn]] void fail(const std::string& what) const {
-        throw capi_error(CBL_FORMAT, "eval journal " + path + ", line " +
-                                         std::to_string(line_no) + ": " + what);
+        throw capi_error(CBL_FORMAT, "eval journal " + path + ", line " + std::to_string(line_no) +
+                                         ": " + what);
     }
     const literal& get(const literal& o, const char* key, literal::kind_t kind) const {
         const literal* v = o.get(key);
@@ -175,7 +175,8 @@ bool same(const literal& x, const literal& y) {
         if (!same(x.items[i], y.items[i])) return false;
     }
     for (size_t i = 0; i < x.fields.size(); ++i) {
-        if (x.fields[i].first != y.fields[i].first || !same(x.fields[i].second, y.fields[i].second)) {
+        if (x.fields[i].first != y.fields[i].first ||
+            !same(x.fields[i].second, y.fields[i].second)) {
             return false;
         }
     }
@@ -195,7 +196,8 @@ std::string settings_diff(const std::string& journal, const std::string& ours) {
     std::string out;
     const auto note = [&](const std::string& key) { out += (out.empty() ? "" : ", ") + key; };
     // Top-level keys, and the flags one by one ("--temp").
-    const auto compare = [&](const literal& mine, const literal& theirs, const std::string& prefix) {
+    const auto compare = [&](const literal& mine, const literal& theirs,
+                             const std::string& prefix) {
         for (const auto& [key, value] : mine.fields) {
             const literal* t = theirs.get(key);
             if (key == "flags" && prefix.empty() && t && t->kind == literal::dict) continue;

@@ -13,8 +13,8 @@
 
 #include "answer-json.h"
 #include "blend-common.h"
-#include "commands.h"
 #include "cacheblend_experimental.h"
+#include "commands.h"
 #include "eval-journal.h"
 #include "eval-metrics.h"
 #include "musique-prompt.h"
@@ -133,9 +133,10 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
 // another --out; flags that change results appear resolved (model file, runs) or verbatim.
 std::string journal_settings(const parsed_args& a, const eval_meta& meta,
                              const std::vector<run_spec>& runs) {
-    static const std::set<std::string> not_results{
-        "dataset", "limit", "out",  "json",      "resume", "store", "data",   "kv-budget",
-        "model",   "modes", "ratio", "ratios",   "sweep",  "threads", "max-tokens", "kv-format"};
+    static const std::set<std::string> not_results{"dataset", "limit",   "out",        "json",
+                                                   "resume",  "store",   "data",       "kv-budget",
+                                                   "model",   "modes",   "ratio",      "ratios",
+                                                   "sweep",   "threads", "max-tokens", "kv-format"};
     std::ostringstream os;
     json_writer w(os);
     w.begin_object();
@@ -143,8 +144,8 @@ std::string journal_settings(const parsed_args& a, const eval_meta& meta,
     w.field("version", 1);
     w.field("model", meta.model);
     struct stat st {};
-    w.field("model_bytes", ::stat(meta.model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size)
-                                                                : int64_t{-1});
+    w.field("model_bytes",
+            ::stat(meta.model.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : int64_t{-1});
     w.key("runs").begin_array();
     for (const run_spec& r : runs) {
         w.begin_object();
@@ -272,8 +273,8 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     if (a.has("resume")) {
         const std::string path = a.get_or("resume", "");
         if (path.empty()) throw usage_error("--resume: empty path");
-        journal = std::make_unique<eval_journal>(path, journal_settings(a, meta, runs),
-                                                 runs.size(), data);
+        journal = std::make_unique<eval_journal>(path, journal_settings(a, meta, runs), runs.size(),
+                                                 data);
         std::set<size_t> done;
         for (const record_result& rec : journal->finished()) {
             if (std::find(todo.begin(), todo.end(), rec.index) == todo.end()) continue;

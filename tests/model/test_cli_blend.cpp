@@ -291,8 +291,9 @@ TEST_F(CliBlend, EvalResumeSkipsJournaledRecordsAndMatchesAnUninterruptedRun) {
     const std::string store = dir_ + "/kv";
     const std::string journal = dir_ + "/journal.jsonl";
     const auto eval = [&](std::vector<std::string> extra) {
-        std::vector<std::string> args{"eval", "--dataset", dataset, "--modes", "full,blend",
-                                      "--store", store, "--max-tokens", "4", "--json"};
+        std::vector<std::string> args{"eval",       "--dataset", dataset, "--modes",
+                                      "full,blend", "--store",   store,   "--max-tokens",
+                                      "4",          "--json"};
         args.insert(args.end(), extra.begin(), extra.end());
         return run(args);
     };
@@ -300,7 +301,8 @@ TEST_F(CliBlend, EvalResumeSkipsJournaledRecordsAndMatchesAnUninterruptedRun) {
         std::vector<std::string> v;
         const json o = json::parse(read_all(out_file));
         for (size_t i = 0; i < o["results"].size(); ++i) {
-            for (const char* m : {"full", "blend"}) v.push_back(o["results"][i]["runs"][m]["text"].str);
+            for (const char* m : {"full", "blend"})
+                v.push_back(o["results"][i]["runs"][m]["text"].str);
         }
         return v;
     };
