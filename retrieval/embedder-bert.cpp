@@ -17,6 +17,7 @@
 #include "core/engine/bert.h"
 #include "core/engine/session.h"
 #include "core/model/gguf.h"
+#include "core/model/model-registry.h"
 #include "core/tokenizer/wordpiece.h"
 #include "core/util/error.h"
 #include "retrieval/embedder.h"
@@ -139,15 +140,7 @@ private:
 
 std::string default_embedder_path() {
     if (const char* m = std::getenv("CBL_EMBED_MODEL"); m && *m) return m;
-    std::string base;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-        base = x;
-    } else if (const char* h = std::getenv("HOME"); h && *h) {
-        base = std::string(h) + "/.cache";
-    } else {
-        base = "/tmp";
-    }
-    return base + "/cacheblend/models/" + k_default_file;
+    return model_cache_dir() + "/" + k_default_file;
 }
 
 std::unique_ptr<embedder> load_bert_embedder(const std::string& path, int32_t n_threads) {

@@ -11,6 +11,7 @@
 #include "core/prompt/rag-prompt.h"
 #include "core/util/error.h"
 #include "core/util/file-io.h"
+#include "core/util/xdg-dirs.h"
 #include "retrieval/embedder.h"
 
 namespace cacheblend {
@@ -71,11 +72,7 @@ void append_notice(std::string* to, const std::string& what) {
 
 }  // namespace
 
-std::string default_data_dir() {
-    if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/cacheblend";
-    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.local/share/cacheblend";
-    return "/tmp/cacheblend";
-}
+std::string default_data_dir() { return xdg_data_dir(); }
 
 std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     std::shared_ptr<rag_runtime> rt(new rag_runtime());

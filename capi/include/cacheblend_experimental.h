@@ -162,6 +162,10 @@ CBL_API cbl_status cbl_x_model_path(const char *name_or_path, char **out);
 /** The cache folder of named models, ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models. Free *out
  *  with cbl_free. */
 CBL_API cbl_status cbl_x_model_cache_dir(char **out);
+/** The KV store `blend`, `eval` and `calibrate` use without --store or --data,
+ *  ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/kv (a data directory keeps its own, DIR/kv). Free
+ *  *out with cbl_free. */
+CBL_API cbl_status cbl_x_default_kv_store_dir(char **out);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,14 @@
 // Experimental C API over core/model/model-registry.h: the named models, and the file a model
 // argument (path, name or NULL) stands for, for `cacheblend models` and for tools that show where a
-// model is expected before loading it.
+// model is expected before loading it; also the default KV store folder (core/util/xdg-dirs.h), so
+// the CLI does not compute XDG paths itself.
 #include <string>
 
 #include "cacheblend_experimental.h"
 #include "capi/src/guard.h"
 #include "capi/src/params.h"
 #include "core/model/model-registry.h"
+#include "core/util/xdg-dirs.h"
 
 using cacheblend::capi::invalid;
 using cacheblend::capi::malloc_copy;
@@ -57,6 +59,15 @@ cbl_status cbl_x_model_cache_dir(char** out) {
     return CBL_API_GUARD({
         if (!out) return invalid(cbl_fn, "out is required");
         *out = malloc_copy(cacheblend::model_cache_dir());
+        return CBL_OK;
+    });
+}
+
+cbl_status cbl_x_default_kv_store_dir(char** out) {
+    if (out) *out = nullptr;
+    return CBL_API_GUARD({
+        if (!out) return invalid(cbl_fn, "out is required");
+        *out = malloc_copy(cacheblend::xdg_cache_dir() + "/kv");
         return CBL_OK;
     });
 }

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
+
+#include "core/util/xdg-dirs.h"
 
 namespace cacheblend {
 namespace {
@@ -40,17 +43,7 @@ std::string registry_model_names() {
     return s;
 }
 
-std::string model_cache_dir() {
-    std::string base;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-        base = x;
-    } else if (const char* h = std::getenv("HOME"); h && *h) {
-        base = std::string(h) + "/.cache";
-    } else {
-        base = "/tmp";
-    }
-    return base + "/cacheblend/models";
-}
+std::string model_cache_dir() { return xdg_cache_dir() + "/models"; }
 
 model_ref resolve_model(const std::string& arg) {
     model_ref r;

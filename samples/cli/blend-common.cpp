@@ -15,15 +15,11 @@
 namespace cacheblend::cli {
 
 std::string default_kv_store_dir() {
-    std::string base;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-        base = x;
-    } else if (const char* h = std::getenv("HOME"); h && *h) {
-        base = std::string(h) + "/.cache";
-    } else {
-        base = "/tmp";
-    }
-    return base + "/cacheblend/kv";
+    char* dir = nullptr;
+    check(cbl_x_default_kv_store_dir(&dir));
+    std::string out = dir;
+    cbl_free(dir);
+    return out;
 }
 
 flag_spec store_flag() {

@@ -18,6 +18,8 @@
 #include "cacheblend.h"
 #include "cacheblend_experimental.h"
 #include "core/model/model-registry.h"
+#include "core/util/xdg-dirs.h"
+#include "retrieval/embedder.h"
 #include "util/gguf-writer.h"
 #include "util/scoped-env.h"
 #include "util/test-util.h"
@@ -221,6 +223,34 @@ TEST(ModelResolve, CacheFolderFollowsXdgAndHome) {
     scoped_env no_xdg("XDG_CACHE_HOME", nullptr);
     scoped_env home("HOME", "/home/someone");
     EXPECT_EQ(cacheblend::model_cache_dir(), "/home/someone/.cache/cacheblend/models");
+}
+
+// One XDG rule for every default folder (core/util/xdg-dirs.h): models, the embedder, the CLI's
+// KV store and the data directory follow the same variables and fallbacks.
+TEST(ModelResolve, EveryDefaultFolderFollowsTheSameXdgRule) {
+    scoped_env cache("XDG_CACHE_HOME", "/x/cache");
+    scoped_env data("XDG_DATA_HOME", "/x/data");
+    scoped_env embed("CBL_EMBED_MODEL", nullptr);
+    EXPECT_EQ(cacheblend::xdg_cache_dir(), "/x/cache/cacheblend");
+    EXPECT_EQ(cacheblend::xdg_data_dir(), "/x/data/cacheblend");
+    EXPECT_EQ(cacheblend::model_cache_dir(), "/x/cache/cacheblend/models");
+    EXPECT_EQ(cacheblend::default_embedder_path().rfind("/x/cache/cacheblend/models/", 0), 0u);
+    char* s = nullptr;
+    ASSERT_EQ(cbl_x_default_kv_store_dir(&s), CBL_OK);
+    EXPECT_STREQ(s, "/x/cache/cacheblend/kv");
+    cbl_free(s);
+    EXPECT_EQ(cbl_x_default_kv_store_dir(nullptr), CBL_INVALID_ARG);
+    {
+        // Empty variables count as unset (the spec), then HOME, then /tmp.
+        scoped_env empty_cache("XDG_CACHE_HOME", "");
+        scoped_env no_data("XDG_DATA_HOME", nullptr);
+        scoped_env home("HOME", "/home/someone");
+        EXPECT_EQ(cacheblend::xdg_cache_dir(), "/home/someone/.cache/cacheblend");
+        EXPECT_EQ(cacheblend::xdg_data_dir(), "/home/someone/.local/share/cacheblend");
+        scoped_env no_home("HOME", nullptr);
+        EXPECT_EQ(cacheblend::xdg_cache_dir(), "/tmp/cacheblend");
+        EXPECT_EQ(cacheblend::xdg_data_dir(), "/tmp/cacheblend");
+    }
 }
 
 TEST(ModelResolve, PresentNameLoadsItsCacheFile) {
