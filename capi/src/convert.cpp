@@ -66,9 +66,10 @@ void to_core_blend(const char* fn, const cbl_session_params& in, blend_params* b
         case CBL_MODE_REUSE: bp->mode = blend_mode::reuse; break;
         default: bad(fn, fmt("unknown mode %d", in.mode));
     }
-    if (std::isnan(in.recompute_ratio) || in.recompute_ratio < 0.f || in.recompute_ratio > 1.f) {
-        bad(fn, "recompute_ratio must be within [0, 1] (0 = default 0.15; use CBL_MODE_REUSE "
-                "for no recompute)");
+    if (!ratio_in_range(in.recompute_ratio)) {
+        bad(fn, fmt("recompute_ratio must be within [0, 1] (0 = default %g; use CBL_MODE_REUSE "
+                    "for no recompute)",
+                    static_cast<double>(k_default_recompute_ratio)));
     }
     if (in.recompute_ratio > 0.f) bp->ratio = in.recompute_ratio;
     bp->ratio_auto = in.auto_ratio;

@@ -40,7 +40,7 @@ cacheblend::blend_params to_blend(const char* fn, const cbl_x_blend_params& p,
     sp.mode = p.mode;
     sp.auto_ratio = p.auto_ratio;
     sp.kv_format = p.kv_format;
-    if (std::isnan(p.recompute_ratio) || p.recompute_ratio < 0.f || p.recompute_ratio > 1.f) {
+    if (!cacheblend::ratio_in_range(p.recompute_ratio)) {
         throw cacheblend::error(cacheblend::status::invalid_arg,
                                 std::string(fn) + ": recompute_ratio must be within [0, 1]");
     }

@@ -46,7 +46,7 @@ blend_engine::~blend_engine() = default;
 
 void blend_engine::set_params(const blend_params& p) {
     const int32_t n_layer = s_.get_model().hparams().n_layer;
-    if (!(p.ratio >= 0.f && p.ratio <= 1.f)) {
+    if (!ratio_in_range(p.ratio)) {
         throw error(status::invalid_arg, fmt("blend: ratio %g outside [0, 1]", p.ratio));
     }
     if (p.check_layers.empty()) throw error(status::invalid_arg, "blend: no check layer");

@@ -28,9 +28,16 @@ bool parse_blend_mode(const std::string& s, blend_mode* out);
 // deviation-based selection buys at the same ratio (ablations only).
 enum class deviation_kind { v, k, kv, random };
 
+// The recompute ratio when none is given (the paper's 15%): the one place it is written in the
+// library. The C header's static-inline cbl_x_blend_params_init repeats it (a test holds them
+// equal), and the CLI reads it from there.
+constexpr float k_default_recompute_ratio = 0.15f;
+// A recompute ratio is a share: within [0, 1], NaN excluded. Every entry point checks with this.
+inline bool ratio_in_range(float r) { return r >= 0.f && r <= 1.f; }
+
 struct blend_params {
     blend_mode mode = blend_mode::blend;
-    float ratio = 0.15f;             // share of reused tokens recomputed (blend mode)
+    float ratio = k_default_recompute_ratio;  // share of reused tokens recomputed (blend mode)
     bool ratio_auto = false;         // pick r from measured load and compute rates
     float ratio_min = 0.05f, ratio_max = 0.5f;  // clamp for ratio_auto
     std::vector<int32_t> check_layers = {1};

@@ -22,6 +22,24 @@ std::string default_kv_store_dir() {
     return out;
 }
 
+float default_ratio() {
+    cbl_x_blend_params p;
+    cbl_x_blend_params_init(&p);
+    return p.recompute_ratio;
+}
+
+std::string default_ratio_text() {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(default_ratio()));
+    return buf;
+}
+
+flag_spec ratio_flag() {
+    return {"ratio", "R|auto|calibrated",
+            "share of reused tokens recomputed by blend (default " + default_ratio_text() +
+                "; calibrated: what `cacheblend calibrate` recorded)"};
+}
+
 flag_spec store_flag() {
     return {"store", "DIR", "chunk KV store (default: ${XDG_CACHE_HOME:-~/.cache}/cacheblend/kv)"};
 }

@@ -15,6 +15,14 @@ namespace cacheblend::cli {
 // ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/kv
 std::string default_kv_store_dir();
 
+// The library's default recompute ratio (cbl_x_blend_params_init), and its "0.15" for help texts:
+// the CLI never writes the number itself.
+float default_ratio();
+std::string default_ratio_text();
+
+// --ratio R|auto|calibrated (ask, blend).
+flag_spec ratio_flag();
+
 flag_spec store_flag();
 // --data DIR: use the data directory's own store, DIR/kv, where `ingest` and `ask` keep chunk KV,
 // so a calibration recorded there is the one `ask --data DIR --ratio calibrated` finds.

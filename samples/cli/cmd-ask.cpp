@@ -35,16 +35,15 @@ const command_spec& spec() {
                 kv_budget_flag(),
                 {"k", "K", "number of chunks to retrieve (default 4)"},
                 {"mode", "M", "full, prefix, reuse or blend (default blend)"},
-                {"ratio", "R|auto|calibrated",
-                 "share of reused tokens recomputed by blend (default 0.15; calibrated: what "
-                 "`cacheblend calibrate` recorded)"},
+                ratio_flag(),
                 {"kv-format", "F", "chunk KV format in the store: f16 (default), q8 or exact"},
                 {"search", "S", "hybrid (default), dense or bm25"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
                 {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
                 {"ctx", "N", "session context in tokens (default: the model's, at most 8192)"},
                 {"threads", "N", "CPU threads (default: all cores)"},
-                {"compare-full", "", "also run the same prompt in full mode and report the speed-up"},
+                {"compare-full", "",
+                 "also run the same prompt in full mode and report the speed-up"},
                 {"json", "", "print one JSON object instead of streaming"},
             },
             1,
@@ -178,7 +177,7 @@ int run_ask(const std::vector<std::string>& args) {
     } else if (a.get_or("ratio", "") == "calibrated") {
         sp.calibrated_ratio = true;  // `cacheblend calibrate` recorded it in the store
     } else if (a.has("ratio")) {
-        const double r = a.get_double("ratio", 0.15, 0.0, 1.0);
+        const double r = a.get_double("ratio", default_ratio(), 0.0, 1.0);
         if (r == 0.0) {
             throw usage_error("--ratio 0 recomputes nothing: use --mode reuse");
         }

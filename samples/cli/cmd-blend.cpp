@@ -41,9 +41,7 @@ const command_spec& spec() {
                 {"chunk", "FILE", "a document chunk (repeat; prompt order)", true},
                 {"question", "Q", "the question (required)"},
                 {"mode", "M", "full, prefix, reuse or blend (default blend)"},
-                {"ratio", "R|auto|calibrated",
-                 "share of reused tokens recomputed by blend (default 0.15; calibrated: what "
-                 "`cacheblend calibrate` recorded)"},
+                ratio_flag(),
                 store_flag(),
                 store_data_flag(),
                 kv_budget_flag(),
@@ -147,8 +145,8 @@ int run_blend(const std::vector<std::string>& args) {
     const bool ratio_auto = a.get_or("ratio", "") == "auto";
     const bool ratio_calibrated = a.get_or("ratio", "") == "calibrated";
     const auto ratio = ratio_auto || ratio_calibrated
-                           ? 0.15f
-                           : static_cast<float>(a.get_double("ratio", 0.15, 0.0, 1.0));
+                           ? default_ratio()
+                           : static_cast<float>(a.get_double("ratio", default_ratio(), 0.0, 1.0));
     const blend_tuning tuning = parse_blend_tuning(a);
     constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
     cbl_generate_params gp;

@@ -31,7 +31,8 @@ const command_spec& spec() {
             "to full prefill (answer F1, first-token agreement and KL) and TTFT per mode.",
             {
                 {"modes", "LIST", "modes to compare (default full,reuse,blend; full always runs)"},
-                {"ratio", "R", "recompute ratio of blend mode (default 0.15)"},
+                {"ratio", "R",
+                 "recompute ratio of blend mode (default " + default_ratio_text() + ")"},
                 {"ratios", "LIST", "run blend at each of these ratios (a sweep)"},
                 {"sweep", "", std::string("full, reuse and blend at ") + k_sweep_ratios},
                 {"limit", "N", "evaluate the first N records (default all)"},
@@ -60,7 +61,7 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
     const bool sweep = a.has("sweep");
     std::string modes = a.get_or("modes", "full,reuse,blend");
     if (sweep && a.has("modes")) throw usage_error("--sweep sets the modes; drop --modes");
-    const double ratio = a.get_double("ratio", 0.15, 0.0, 1.0);
+    const double ratio = a.get_double("ratio", default_ratio(), 0.0, 1.0);
     std::vector<double> ratios;
     if (a.has("ratio") && (a.has("ratios") || sweep)) {
         throw usage_error("--ratio applies to a single blend run; drop it with --ratios/--sweep");

@@ -304,7 +304,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         const cbl_x_blend_params bp = tuning.params(mode, ratio);
         check(cbl_x_session_set_blend(sess.get(), &bp));
     };
-    set_run(CBL_MODE_BLEND, 0.15f);  // the KV format of the store's entries
+    set_run(CBL_MODE_BLEND, default_ratio());  // the KV format of the store's entries
 
     // Warm the store: every passage of every record in range, before anything is timed.
     {
@@ -357,7 +357,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         const std::vector<std::string>& golds = data[i].answers;
         for (size_t k = 0; k < runs.size(); ++k) {
             bar.set_label("evaluating record " + of + " (" + runs[k].label + ")");
-            set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : 0.15f);
+            set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : default_ratio());
             check(cbl_x_session_prefill_prompt(sess.get(), reqs[i].prompt.get(), nullptr));
             cbl_answer* a_raw = nullptr;
             check(cbl_session_generate(sess.get(), &gp, &a_raw));

@@ -1,13 +1,29 @@
 // C ABI basics: versions, status strings, thread-local errors, params struct_size handling.
+#include <cmath>
 #include <thread>
 
 #include "cacheblend.h"
+#include "cacheblend_experimental.h"
+#include "core/blend/blend.h"
 #include "util/test-util.h"
 
 TEST(CApi, Versions) {
     EXPECT_EQ(cbl_version_number(), CBL_VERSION_NUMBER);
     EXPECT_STREQ(cbl_version_string(), CBL_VERSION_STRING);
     EXPECT_NE(std::string(cbl_build_info()).find("cpu_isa="), std::string::npos);
+}
+
+// The default recompute ratio is written once in the library (core/blend/blend.h); the header's
+// static-inline init repeats it for callers, and the CLI reads it from there.
+TEST(CApi, HeaderDefaultRatioIsTheLibrarys) {
+    cbl_x_blend_params p;
+    cbl_x_blend_params_init(&p);
+    EXPECT_EQ(p.recompute_ratio, cacheblend::k_default_recompute_ratio);
+    EXPECT_TRUE(cacheblend::ratio_in_range(0.f));
+    EXPECT_TRUE(cacheblend::ratio_in_range(1.f));
+    EXPECT_FALSE(cacheblend::ratio_in_range(-0.01f));
+    EXPECT_FALSE(cacheblend::ratio_in_range(1.01f));
+    EXPECT_FALSE(cacheblend::ratio_in_range(std::nanf("")));
 }
 
 TEST(CApi, StatusStrings) {
