@@ -451,6 +451,13 @@ std::vector<int64_t> catalog::chunk_ids_without_kv(int64_t limit) {
     return out;
 }
 
+int64_t catalog::count_chunks_without_kv() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stmt s(db_, "SELECT COUNT(*) FROM chunks WHERE kv_key IS NULL");
+    s.step();
+    return s.i64(0);
+}
+
 void catalog::set_embeddings(const std::vector<int64_t>& ids, const std::vector<float>& flat) {
     if (ids.empty()) return;
     if (flat.size() % ids.size() != 0) {

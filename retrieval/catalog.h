@@ -112,6 +112,7 @@ public:
                                        bool with_embedding = false);
     std::vector<int64_t> chunk_ids_without_embedding(int64_t limit);
     std::vector<int64_t> chunk_ids_without_kv(int64_t limit);
+    int64_t count_chunks_without_kv();  // the work a precompute pass has ahead (progress totals)
     // flat holds ids.size() vectors back to back; bumps vector_version.
     void set_embeddings(const std::vector<int64_t>& ids, const std::vector<float>& flat);
     void clear_embeddings();                                           // bumps vector_version

@@ -683,6 +683,14 @@ void corpus::embed_missing(const ingest_params& p, ingest_report& r) {
 
 void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
     int64_t last = 0;
+    // Progress counts against the chunks without KV now, so a long precompute shows an ETA; the
+    // pass over evicted files below raises the total when it finds some.
+    int64_t total = r.kv_computed + cat_->count_chunks_without_kv();
+    const int64_t before = r.kv_computed;
+    // The phase's last report says it is done (done == total), so a view can close its line.
+    const auto report_done = [&] {
+        if (r.kv_computed > before) report_progress(p, "kv", r.kv_computed, r.kv_computed, "");
+    };
     for (;;) {
         std::vector<int64_t> ids = cat_->chunk_ids_without_kv(256);
         // Ids at or below `last` failed to get a key (callback returned ""): do not loop on them.
@@ -690,7 +698,8 @@ void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
                   ids.end());
         if (ids.empty()) break;
         for (const chunk_info& c : cat_->get_chunks(ids)) {
-            report_progress(p, "kv", r.kv_computed, r.kv_computed + 1, c.uri);
+            total = std::max(total, r.kv_computed + 1);
+            report_progress(p, "kv", r.kv_computed, total, c.uri);
             const std::string key = p.precompute_kv(c);
             if (!key.empty()) cat_->set_kv_key(c.id, key);
             ++r.kv_computed;
@@ -701,7 +710,10 @@ void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
     // deleted by a repair) are not "without KV" to the catalog: find them through the store.
     // One chunk per key, one pass: under a small budget each computation may evict another
     // file, and looping until all are present would never end.
-    if (!p_.kv) return;
+    if (!p_.kv) {
+        report_done();
+        return;
+    }
     std::vector<int64_t> gone;
     std::unordered_set<std::string> seen;
     for (const auto& [id, key] : cat_->chunk_kv_keys()) {
@@ -709,17 +721,19 @@ void corpus::precompute_missing(const ingest_params& p, ingest_report& r) {
         if (key.empty() || !seen.insert(key).second) continue;
         if (!parse_chunk_key(key, &k) || !p_.kv->contains(k)) gone.push_back(id);
     }
+    total = r.kv_computed + static_cast<int64_t>(gone.size());
     for (size_t at = 0; at < gone.size(); at += 256) {
         const std::vector<int64_t> batch(gone.begin() + static_cast<std::ptrdiff_t>(at),
                                          gone.begin() + static_cast<std::ptrdiff_t>(
                                                             std::min(gone.size(), at + 256)));
         for (const chunk_info& c : cat_->get_chunks(batch)) {
-            report_progress(p, "kv", r.kv_computed, r.kv_computed + 1, c.uri);
+            report_progress(p, "kv", r.kv_computed, total, c.uri);
             const std::string key = p.precompute_kv(c);
             if (!key.empty() && key != c.kv_key) cat_->set_kv_key(c.id, key);
             ++r.kv_computed;
         }
     }
+    report_done();
 }
 
 void corpus::delete_pending_kv(ingest_report* r) {

@@ -13,12 +13,12 @@
 #include <sstream>
 #include <utility>
 
-#include "cacheblend.h"
 #include "blend-common.h"
+#include "cacheblend.h"
 #include "capi-util.h"
 #include "commands.h"
+#include "ingest-progress.h"
 #include "json-writer.h"
-#include "progress-bar.h"
 #include "sigint.h"
 
 namespace cacheblend::cli {
@@ -61,7 +61,7 @@ const command_spec& spec() {
 }
 
 struct ingest_log {
-    progress_bar* bar = nullptr;
+    ingest_progress* view = nullptr;
     std::vector<std::pair<std::string, std::string>> skipped;  // (path, reason)
     std::vector<std::string> notices;
     bool told_wait = false;
@@ -82,8 +82,7 @@ bool on_progress(const cbl_progress* p, void* user) {
             log->told_wait = true;
         }
     } else {
-        log->bar->set_label(phase);
-        if (p->total > 0) log->bar->update(p->done * 100 / p->total);
+        log->view->on(*p);
     }
     return !sigint_received();  // the CLI's Ctrl-C reaches the library as this false
 }
@@ -171,9 +170,9 @@ int run_ingest(const std::vector<std::string>& args) {
     if (!collection.empty()) ip.collection = collection.c_str();
     ip.precompute_kv = a.has("precompute");
     ip.follow_symlinks = a.has("follow-symlinks");
-    progress_bar bar("ingest", 100, !json);
+    ingest_progress bar(!json);
     ingest_log log;
-    log.bar = &bar;
+    log.view = &bar;
     ip.progress = on_progress;
     ip.progress_user_data = &log;
     if (a.has("max-file-size")) {

@@ -28,6 +28,11 @@ void progress_bar::set_label(std::string label) {
     if (active_) draw();
 }
 
+void progress_bar::set_total(int64_t total) {
+    total_ = std::max<int64_t>(total, 1);
+    done_ = std::min(done_, total_);
+}
+
 void progress_bar::update(int64_t done) {
     done_ = std::clamp<int64_t>(done, 0, total_);
     if (!active_) return;

@@ -28,6 +28,7 @@ public:
     progress_bar& operator=(const progress_bar&) = delete;
 
     void set_label(std::string label);
+    void set_total(int64_t total);  // the work grew (or shrank); the clock keeps running
     void update(int64_t done);
     // When stderr is redirected and log lines were asked for: "<text>, elapsed E, ETA T" (the
     // ETA from the rate of update() so far; left out before any progress). Otherwise nothing:

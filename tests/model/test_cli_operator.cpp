@@ -225,3 +225,18 @@ TEST_F(CliOperator, JsonErrorsAreJsonObjectsOnStdout) {
 }
 
 }  // namespace
+
+// Progress when stderr is not a terminal (a log, CI): plain lines with the file count, the rate and
+// the elapsed time, one when each phase ends; precompute counts against the chunks it has to do.
+TEST_F(CliOperator, IngestPrintsProgressLinesWhenStderrIsAFile) {
+    write_file(docs_ + "/danube.txt", "The Danube flows into the Black Sea.\n");
+    write_file(docs_ + "/rhine.txt", "The Rhine flows into the North Sea.\n");
+    const run_result r = run({"ingest", "--data", data_, docs_, "--precompute"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(has(r.err, "ingest: file 4/4, ")) << r.err;
+    EXPECT_TRUE(has(r.err, " files/s") || has(r.err, " s/file")) << r.err;
+    EXPECT_TRUE(has(r.err, "elapsed ")) << r.err;
+    // Two new documents of one chunk each: precompute has 2 chunks to do, not "n of n+1".
+    EXPECT_TRUE(has(r.err, "ingest: KV of chunk 2/2")) << r.err;
+    EXPECT_FALSE(has(r.err, "/100")) << r.err;  // the old percent-only bar
+}
