@@ -20,6 +20,7 @@
 #include "core/util/error.h"
 #include "core/util/file-io.h"
 #include "core/util/private-path.h"
+#include "retrieval/extract/sniff.h"
 
 namespace cacheblend {
 
@@ -50,15 +51,6 @@ void json_str(std::string_view s, std::string& out) {
         s.remove_prefix(bad + 1);
     }
     out += '"';
-}
-
-const char* kind_name(doc_kind k) {
-    switch (k) {
-        case doc_kind::text: return "text";
-        case doc_kind::markdown: return "markdown";
-        case doc_kind::html: return "html";
-    }
-    return "text";
 }
 
 std::string sha256_hex(std::string_view data) {
@@ -120,7 +112,12 @@ bool read_file(const found_file& f, int64_t limit, std::string* data, struct sta
         if (n == 0) break;  // shrank meanwhile
         got += static_cast<size_t>(n);
     }
-    data->resize(got);
+    if (got != data->size()) {
+        // Truncated (or replaced) while we read: half a file would be ingested as if whole.
+        *why = fmt("changed while being read (%lld of %lld bytes read)",
+                   static_cast<long long>(got), static_cast<long long>(data->size()));
+        return false;
+    }
     return true;
 }
 
@@ -425,9 +422,14 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
         ++r.unchanged;
         return false;
     }
-    const extracted_text ex = extract_text(in.source, in.kind);  // throws invalid_arg
-    const std::vector<text_chunk> chunks =
-        chunk_text(ex.text, p_.encode, p.chunking, [&](size_t done, size_t total) {
+    extract_limits lim;
+    lim.max_bytes = p.max_document_bytes;  // also bounds what a DOCX/ODT may inflate to
+    // Between pages and parts: the per-file time limit also stops a slow PDF.
+    lim.check = [&] { step("chunk", 0, static_cast<int64_t>(in.source.size())); };
+    const extracted_text ex = extract_text(in.source, in.kind, lim);  // throws invalid_arg
+    // A PDF's pages are hard cuts, so each chunk cites one page.
+    const std::vector<text_chunk> chunks = chunk_text_within(
+        ex.text, ex.page_starts(), p_.encode, p.chunking, [&](size_t done, size_t total) {
             step("chunk", static_cast<int64_t>(done), static_cast<int64_t>(total));
         });
     if (chunks.empty()) {
@@ -441,6 +443,10 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
         rows[i].start = ex.source_begin(c.begin);
         rows[i].end = ex.source_end(c.end);
         rows[i].tokens = c.tokens;
+        if (const text_section* sec = ex.section_at(c.begin)) {
+            rows[i].page = sec->page;
+            rows[i].heading = sec->heading;
+        }
         texts[i] = rows[i].text;
     }
     if (p_.emb) {
@@ -544,24 +550,23 @@ void corpus::ingest_paths_locked(const std::vector<std::string>& paths, const in
         const std::string& f = ff.path;
         report_progress(p, "ingest", i, total, f);
         doc_input in;
-        if (!doc_kind_from_path(f, &in.kind)) {
-            r.skipped_files.emplace_back(f, "unsupported file type (want .txt, .md or .html)");
-            continue;
-        }
         in.uri = absolute(ff.open_path);
         // A followed symlink and its target (or a path named twice) are one document.
         if (!seen.insert(in.uri).second) continue;
         ++r.files_seen;
         struct stat st {};
         std::string why;
-        if (!read_file(ff, p.max_document_bytes, &in.source, &st, &why)) {
+        // The bytes come through the checked descriptor (read_file); every extractor parses
+        // them from memory, so no library reopens the path (a swapped-in FIFO or link).
+        if (!read_file(ff, p.max_document_bytes, &in.source, &st, &why) ||
+            !detect_kind(f, in.source, &in.kind, &why)) {
             r.skipped_files.emplace_back(f, why);
             continue;
         }
         in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
         in.metadata = "{\"path\":";
         json_str(f, in.metadata);
-        in.metadata += ",\"kind\":\"" + std::string(kind_name(in.kind)) + "\"}";
+        in.metadata += ",\"kind\":\"" + std::string(doc_kind_name(in.kind)) + "\"}";
         try {
             ingest_one(in, p, r);
         } catch (const file_too_slow& e) {

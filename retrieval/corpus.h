@@ -28,7 +28,7 @@
 #include "retrieval/embedder.h"
 #include "retrieval/faiss-index.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/text-extract.h"
+#include "retrieval/extract/extract.h"
 #include "retrieval/writer-lock.h"
 
 namespace cacheblend {

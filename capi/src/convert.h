@@ -9,7 +9,7 @@
 #include "core/blend/blend.h"
 #include "core/engine/session.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/text-extract.h"
+#include "retrieval/extract/extract.h"
 #include "runtime/rag-runtime.h"
 
 namespace cacheblend::capi {

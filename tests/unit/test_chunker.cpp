@@ -6,7 +6,7 @@
 #include "core/model/model.h"
 #include "core/util/error.h"
 #include "retrieval/chunker.h"
-#include "retrieval/text-extract.h"
+#include "retrieval/extract/extract.h"
 #include "util/hash-embedder.h"
 #include "util/test-util.h"
 
