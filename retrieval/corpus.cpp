@@ -68,54 +68,44 @@ struct found_file {
     ino_t ino = 0;
 };
 
-// Reads a whole regular file; returns an error reason instead of throwing (skipped files).
-bool read_file(const found_file& f, int64_t limit, std::string* data, struct stat* st,
+// Reads a whole regular file through `io` (tests inject failures); returns an error reason
+// instead of throwing (skipped files).
+bool read_file(file_io& io, const found_file& f, int64_t limit, std::string* data, file_stat* st,
                std::string* why) {
     // O_NONBLOCK: a FIFO swapped in after the walk must not hang the run; O_NOFOLLOW: neither
     // may a symlink (the walk decided which links to follow and resolved them already).
-    const int fd = ::open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        const int err = errno;
+    int fd = -1;
+    if (const int err = io.open(f.open_path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0, &fd)) {
         *why = err == ELOOP ? "symbolic link (not followed)" : "cannot open: " + errno_name(err);
         return false;
     }
-    struct closer {
-        int fd;
-        ~closer() { ::close(fd); }
-    } c{fd};
-    if (::fstat(fd, st) != 0) {
-        *why = "cannot stat: " + errno_name(errno);
+    const io_fd closer(&io, fd);
+    if (const int err = io.fstat(fd, st)) {
+        *why = "cannot stat: " + errno_name(err);
         return false;
     }
-    if (!S_ISREG(st->st_mode)) {
+    if (!st->is_reg) {
         *why = "not a regular file";
         return false;
     }
-    if (st->st_dev != f.dev || st->st_ino != f.ino) {
+    if (st->dev != static_cast<uint64_t>(f.dev) || st->ino != static_cast<uint64_t>(f.ino)) {
         *why = "replaced while being ingested (not the file that was checked)";
         return false;
     }
-    if (st->st_size > limit) {
-        *why = fmt("too large: %lld bytes (limit %lld)", static_cast<long long>(st->st_size),
+    if (st->size > static_cast<uint64_t>(limit)) {
+        *why = fmt("too large: %llu bytes (limit %lld)", static_cast<unsigned long long>(st->size),
                    static_cast<long long>(limit));
         return false;
     }
-    data->resize(static_cast<size_t>(st->st_size));
+    data->resize(static_cast<size_t>(st->size));
     size_t got = 0;
-    while (got < data->size()) {
-        const ssize_t n = ::pread(fd, &(*data)[got], data->size() - got, static_cast<off_t>(got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            *why = "read failed: " + errno_name(errno);
-            return false;
-        }
-        if (n == 0) break;  // shrank meanwhile
-        got += static_cast<size_t>(n);
+    if (const int err = io.pread(fd, data->data(), data->size(), 0, &got)) {
+        *why = "read failed: " + errno_name(err);
+        return false;
     }
     if (got != data->size()) {
-        // Truncated (or replaced) while we read: half a file would be ingested as if whole.
-        *why = fmt("changed while being read (%lld of %lld bytes read)",
-                   static_cast<long long>(got), static_cast<long long>(data->size()));
+        // Truncated (or emptied) while we read: half a file must not pass for the whole one.
+        *why = fmt("changed while being read (%zu of %zu bytes read)", got, data->size());
         return false;
     }
     return true;
@@ -283,6 +273,7 @@ std::unique_ptr<corpus> corpus::open(const std::string& dir, corpus_params p) {
     std::unique_ptr<corpus> c(new corpus());
     c->dir_ = dir;
     c->p_ = std::move(p);
+    c->io_ = c->p_.io ? c->p_.io : posix_file_io();
     c->cat_ = catalog::open(corpus_catalog_path(dir));
     c->index_path_ = corpus_index_path(dir);
     if (c->p_.emb) {
@@ -554,16 +545,16 @@ void corpus::ingest_paths_locked(const std::vector<std::string>& paths, const in
         // A followed symlink and its target (or a path named twice) are one document.
         if (!seen.insert(in.uri).second) continue;
         ++r.files_seen;
-        struct stat st {};
+        file_stat st;
         std::string why;
         // The bytes come through the checked descriptor (read_file); every extractor parses
         // them from memory, so no library reopens the path (a swapped-in FIFO or link).
-        if (!read_file(ff, p.max_document_bytes, &in.source, &st, &why) ||
+        if (!read_file(*io_, ff, p.max_document_bytes, &in.source, &st, &why) ||
             !detect_kind(f, in.source, &in.kind, &why)) {
             r.skipped_files.emplace_back(f, why);
             continue;
         }
-        in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        in.mtime_ns = st.mtime_ns;
         in.metadata = "{\"path\":";
         json_str(f, in.metadata);
         in.metadata += ",\"kind\":\"" + std::string(doc_kind_name(in.kind)) + "\"}";

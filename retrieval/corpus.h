@@ -34,6 +34,7 @@
 namespace cacheblend {
 
 class kv_store;
+class file_io;
 
 struct corpus_params {
     encode_fn encode;           // the LLM tokenizer (required)
@@ -44,6 +45,8 @@ struct corpus_params {
     // The store is this data dir's own (DIR/kv, as the runtime opens it), not one shared with
     // other data dirs: then files no chunk references are ours to report and delete.
     bool kv_owned = false;
+    // How documents are read (null: the OS); tests inject read failures and shrinking files.
+    std::shared_ptr<file_io> io;
 };
 
 struct ingest_progress {
@@ -192,6 +195,7 @@ private:
 
     std::string dir_;
     corpus_params p_;
+    std::shared_ptr<file_io> io_;
     std::unique_ptr<catalog> cat_;
     // Searches take a snapshot of the pointer (index_mu_), so a reload never frees an index that a
     // search is using; adds and removes go through vector_index's own lock.

@@ -135,7 +135,8 @@ void on_start(void* ctx, const xmlChar* name_x, const xmlChar**) {
         st.heading.clear();
         st.heading_begin = st.out.text.size();
     }
-    st.last = at;
+    // The parser reports a start tag while sitting on its '>': text begins after it.
+    st.last = at < st.source.size() && st.source[at] == '>' ? at + 1 : at;
 }
 
 void on_end(void* ctx, const xmlChar* name_x) {

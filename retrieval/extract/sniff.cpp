@@ -48,8 +48,8 @@ content_type sniff_content(std::string_view data) {
         return out;
     }
     const std::string s = r;  // "text/plain; charset=us-ascii"
-    const size_t semi = s.find(';');
-    out.mime = s.substr(0, semi);
+    // The type ends at ';' (then the charset) or ',' (libmagic's notes, e.g. on short ELFs).
+    out.mime = s.substr(0, s.find_first_of(";,"));
     const size_t cs = s.find("charset=");
     if (cs != std::string::npos) out.charset = s.substr(cs + 8);
     return out;
