@@ -3,8 +3,9 @@
 //   DIR/catalog.db      the SQLite catalog (truth)
 //   DIR/vectors.faiss   the FAISS index (derived; rebuilt when missing, corrupt or stale)
 // and, when the caller passes one, a KV store whose files the catalog's KV keys name.
-// Files and folders (.txt, .md, .html) are read, extracted, chunked on the LLM's tokens, embedded
-// and committed one document per transaction, so an interrupted run leaves every document either
+// Files and folders (every format of retrieval/extract/extract.h, by extension or content) are
+// read, extracted, chunked on the LLM's tokens, embedded and committed one document per
+// transaction, so an interrupted run leaves every document either
 // in its old or its new version; re-running finishes the job (unchanged files are skipped by
 // content hash). Files that cannot be ingested are skipped with a reason and the rest go on.
 // A corpus is thread-safe for searches; ingest/remove calls are serialized internally and, across
