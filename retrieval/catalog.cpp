@@ -386,8 +386,9 @@ replace_result catalog::replace_document(const document_info& doc,
         s.bind(5, doc.collection).bind(6, meta).bind(7, doc.chunker).run();
         r.doc_id = sqlite3_last_insert_rowid(db_);
     }
-    stmt ins(db_, "INSERT INTO chunks(doc_id, ordinal, text, start, \"end\", n_tokens, tokens, "
-                  "embedding, page, heading) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    stmt ins(db_,
+             "INSERT INTO chunks(doc_id, ordinal, text, start, \"end\", n_tokens, tokens, "
+             "embedding, page, heading) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     for (size_t i = 0; i < chunks.size(); ++i) {
         const new_chunk& c = chunks[i];
         ins.reset();
@@ -436,9 +437,10 @@ std::vector<int64_t> catalog::remove_document(const std::string& uri) {
 
 std::vector<chunk_info> catalog::get_chunks(const std::vector<int64_t>& ids, bool with_embedding) {
     std::lock_guard<std::mutex> lock(mu_);
-    stmt s(db_, "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start, c.\"end\", c.n_tokens, "
-                "c.tokens, c.kv_key, CASE WHEN ?2 THEN c.embedding END, d.uri, c.page, "
-                "c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1");
+    stmt s(db_,
+           "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start, c.\"end\", c.n_tokens, "
+           "c.tokens, c.kv_key, CASE WHEN ?2 THEN c.embedding END, d.uri, c.page, "
+           "c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1");
     std::vector<chunk_info> out;
     out.reserve(ids.size());
     for (int64_t id : ids) {

@@ -225,8 +225,8 @@ std::vector<text_chunk> chunk_text_within(std::string_view text, const std::vect
     std::vector<text_chunk> out;
     size_t from = 0;
     for (size_t i = 0; i <= cuts.size(); ++i) {
-        const size_t to = i < cuts.size() ? std::min(std::max(cuts[i], from), text.size())
-                                          : text.size();
+        const size_t to =
+            i < cuts.size() ? std::min(std::max(cuts[i], from), text.size()) : text.size();
         if (to == from) continue;
         chunk_progress_fn inner;
         if (progress) {

@@ -419,10 +419,12 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
     lim.check = [&] { step("chunk", 0, static_cast<int64_t>(in.source.size())); };
     const extracted_text ex = extract_text(in.source, in.kind, lim);  // throws invalid_arg
     // A PDF's pages are hard cuts, so each chunk cites one page.
-    const std::vector<text_chunk> chunks = chunk_text_within(
-        ex.text, ex.page_starts(), p_.encode, p.chunking, [&](size_t done, size_t total) {
-            step("chunk", static_cast<int64_t>(done), static_cast<int64_t>(total));
-        });
+    const std::vector<text_chunk> chunks =
+        chunk_text_within(ex.text, ex.page_starts(), p_.encode, p.chunking,
+                          [&](size_t done, size_t total) {
+                              step("chunk", static_cast<int64_t>(done),
+                                   static_cast<int64_t>(total));
+                          });
     if (chunks.empty()) {
         throw error(status::invalid_arg, "empty document (no text)");
     }

@@ -27,9 +27,9 @@
 #include "retrieval/catalog.h"
 #include "retrieval/chunker.h"
 #include "retrieval/embedder.h"
+#include "retrieval/extract/extract.h"
 #include "retrieval/faiss-index.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/extract/extract.h"
 #include "retrieval/writer-lock.h"
 
 namespace cacheblend {

@@ -41,7 +41,7 @@ struct extracted_text {
     std::string text;  // valid UTF-8 without NUL bytes
     // src[i] = offset in the source of the first byte that produced text[i] (size text.size()).
     std::vector<uint32_t> src;
-    std::vector<uint32_t> src_end;  // src_end[i] = one past the last source byte of text[i]
+    std::vector<uint32_t> src_end;       // src_end[i] = one past the last source byte of text[i]
     std::vector<text_section> sections;  // sorted by begin; empty: no pages, no headings
     // Page boundaries (section begins) are hard cuts: no chunk may span two pages (PDF).
     bool paged = false;

@@ -21,10 +21,12 @@ bool is_html_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '
 
 // 0: inline, 1: line break, 2: paragraph break.
 int tag_break(const char* name) {
-    static const char* const para[] = {"p", "div", "h1", "h2", "h3", "h4", "h5", "h6",
-                                       "section", "article", "header", "footer", "blockquote",
-                                       "pre", "table", "ul", "ol", "dl", "hr", "title", "main",
-                                       "nav", "aside", "figure", "form", "body", "html", "head"};
+    static const char* const para[] = {"p",      "div",    "h1",         "h2",      "h3",
+                                       "h4",     "h5",     "h6",         "section", "article",
+                                       "header", "footer", "blockquote", "pre",     "table",
+                                       "ul",     "ol",     "dl",         "hr",      "title",
+                                       "main",   "nav",    "aside",      "figure",  "form",
+                                       "body",   "html",   "head"};
     static const char* const line[] = {"br", "li", "tr", "dt", "dd", "option"};
     for (const char* t : para) {
         if (std::strcmp(name, t) == 0) return 2;
@@ -109,8 +111,8 @@ struct html_state {
     uint32_t pos() const {
         const long c = xmlByteConsumed(ctxt);
         if (c < 0) return last;
-        const auto p = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(c),
-                                                              source.size()));
+        const auto p =
+            static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(c), source.size()));
         return std::max(p, last);
     }
 };
@@ -177,8 +179,8 @@ void on_text(void* ctx, const xmlChar* ch_x, int len) {
     const std::string_view run(reinterpret_cast<const char*>(ch_x), static_cast<size_t>(len));
     if (st.heading_depth > 0) st.heading.append(run);
     // The run is the source's own bytes right before the parser's position: map byte for byte.
-    const bool own = end - begin >= run.size() &&
-                     st.source.compare(end - run.size(), run.size(), run) == 0;
+    const bool own =
+        end - begin >= run.size() && st.source.compare(end - run.size(), run.size(), run) == 0;
     if (own) begin = end - static_cast<uint32_t>(run.size());
     for (size_t i = 0; i < run.size();) {
         const size_t n = std::min(utf8_len(static_cast<unsigned char>(run[i])), run.size() - i);

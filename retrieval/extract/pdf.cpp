@@ -66,7 +66,8 @@ extracted_text extract_pdf(std::string_view source, const extract_limits& lim) {
     if (b.empty()) {
         throw error(status::invalid_arg,
                     n > 0 ? fmt("empty document (no text on its %d pages: a scan without a text "
-                                "layer?)", n)
+                                "layer?)",
+                                n)
                           : std::string("corrupt PDF (no pages)"));
     }
     return b.finish(true);

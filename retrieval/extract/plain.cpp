@@ -52,16 +52,16 @@ extracted_text extract_plain(std::string_view source, const extract_limits&) {
             const std::string cs = sniff_content(source).charset;
             if (!convertible(cs)) {
                 throw error(status::invalid_arg,
-                            fmt("invalid UTF-8 at byte %zu (charset %s: not converted)",
-                                bad + base, cs.empty() ? "unknown" : cs.c_str()));
+                            fmt("invalid UTF-8 at byte %zu (charset %s: not converted)", bad + base,
+                                cs.empty() ? "unknown" : cs.c_str()));
             }
             convert_to_utf8(source, base, cs, out);
         }
     }
     const size_t nul = out.text.find('\0');
     if (nul != std::string::npos) {
-        throw error(status::invalid_arg,
-                    fmt("NUL byte at offset %u (binary file?)", static_cast<unsigned>(out.src[nul])));
+        throw error(status::invalid_arg, fmt("NUL byte at offset %u (binary file?)",
+                                             static_cast<unsigned>(out.src[nul])));
     }
     return out;
 }

@@ -51,8 +51,9 @@ xml_doc parse_xml(std::string_view xml, const std::string& format, const std::st
         ~ctxt_free() { xmlFreeParserCtxt(c); }
     } f{ctxt};
     xml_doc doc(xmlCtxtReadMemory(ctxt, xml.data(), static_cast<int>(xml.size()), what.c_str(),
-                                  nullptr, XML_PARSE_NONET | XML_PARSE_NOERROR |
-                                               XML_PARSE_NOWARNING | XML_PARSE_NOCDATA));
+                                  nullptr,
+                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
+                                      XML_PARSE_NOCDATA));
     if (!doc || !xmlDocGetRootElement(doc.get())) {
         const xmlError* e = xmlCtxtGetLastError(ctxt);
         std::string msg = e && e->message ? e->message : "no root element";

@@ -40,15 +40,15 @@ std::string read_zip_entry(std::string_view zip, const char* name, const char* f
         zip_source_free(src);
         const std::string why = zip_error_strerror(&ze);
         zip_error_fini(&ze);
-        throw error(status::invalid_arg, "damaged " + fmt_name + ": not a zip archive (" + why +
-                                             ")");
+        throw error(status::invalid_arg,
+                    "damaged " + fmt_name + ": not a zip archive (" + why + ")");
     }
     zip_error_fini(&ze);
     std::unique_ptr<zip_file_t, file_closer> f(zip_fopen(z.get(), name, 0));
     if (!f) {
         const std::string why = zip_strerror(z.get());
-        throw error(status::invalid_arg, "damaged " + fmt_name + ": cannot open " + name + " (" +
-                                             why + ")");
+        throw error(status::invalid_arg,
+                    "damaged " + fmt_name + ": cannot open " + name + " (" + why + ")");
     }
     // Read what the data gives, never what the header claims, and stop one byte past the limit.
     std::string out;

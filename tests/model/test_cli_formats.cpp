@@ -44,19 +44,19 @@ protected:
         docs_ = dir_ + "/docs";
         ASSERT_EQ(std::system(("mkdir -p " + shell_quote(docs_)).c_str()), 0);
         write_file(docs_ + "/report.pdf",
-                   cbltest::make_pdf({{"Quarterly report for the orchard.", "Apples grew well."},
-                                      {"The pear harvest doubled in autumn.",
-                                       "Plums stayed the same."}}));
-        write_file(docs_ + "/handbook.docx",
-                   cbltest::make_docx({{"Fruit handbook", 1},
-                                       {"Quinces are pome fruit."},
-                                       {"Storage", 2},
-                                       {"Keep medlars cool and dry."}}));
+                   cbltest::make_pdf(
+                       {{"Quarterly report for the orchard.", "Apples grew well."},
+                        {"The pear harvest doubled in autumn.", "Plums stayed the same."}}));
+        write_file(docs_ + "/handbook.docx", cbltest::make_docx({{"Fruit handbook", 1},
+                                                                 {"Quinces are pome fruit."},
+                                                                 {"Storage", 2},
+                                                                 {"Keep medlars cool and dry."}}));
         write_file(docs_ + "/garden.odt",
                    cbltest::make_odt({{"Garden notes", 1}, {"Tomatoes need full sun."}}));
         write_file(docs_ + "/recipe.html",
                    "<html><head><meta charset=\"iso-8859-1\"></head><body><h1>Dessert</h1>"
-                   "<p>Cr\xE8me br\xFBl\xE9" "e needs caramelised sugar &mdash; &euro;2.</p>"
+                   "<p>Cr\xE8me br\xFBl\xE9"
+                   "e needs caramelised sugar &mdash; &euro;2.</p>"
                    "</body></html>");
         write_file(docs_ + "/README", "This folder documents the vineyard irrigation schedule.\n");
         std::string blob(4096, '\0');
@@ -74,8 +74,8 @@ protected:
         return cbltest::run_cli(args, dir_ + "/stderr");
     }
     json search(const std::string& q) const {
-        const run_result r = run({"search", "--data", data_, "--mode", "bm25", "--k", "3",
-                                  "--json", q});
+        const run_result r =
+            run({"search", "--data", data_, "--mode", "bm25", "--k", "3", "--json", q});
         EXPECT_EQ(r.exit_code, 0) << r.err;
         return json::parse(r.out);
     }
@@ -104,7 +104,9 @@ TEST_F(CliFormats, FiveFormatsReadBinarySkippedPageTwoCitedFirst) {
     EXPECT_EQ(docx["hits"][0]["heading"].str, "Fruit handbook");
     EXPECT_FALSE(docx["hits"][0].has("page"));
     EXPECT_EQ(search("tomatoes")["hits"][0]["heading"].str, "Garden notes");
-    const json html = search("br\xC3\xBBl\xC3\xA9" "e");
+    const json html = search(
+        "br\xC3\xBBl\xC3\xA9"
+        "e");
     ASSERT_FALSE(html["hits"].arr.empty());
     EXPECT_TRUE(ends_with(html["hits"][0]["uri"].str, "/recipe.html"));
     EXPECT_EQ(html["hits"][0]["heading"].str, "Dessert");
@@ -112,8 +114,8 @@ TEST_F(CliFormats, FiveFormatsReadBinarySkippedPageTwoCitedFirst) {
     ASSERT_FALSE(readme["hits"].arr.empty());
     EXPECT_TRUE(ends_with(readme["hits"][0]["uri"].str, "/README"));
 
-    const run_result ask = run({"ask", "--data", data_, "--k", "2", "--max-tokens", "4",
-                                "--json", "When did the pear harvest double?"});
+    const run_result ask = run({"ask", "--data", data_, "--k", "2", "--max-tokens", "4", "--json",
+                                "When did the pear harvest double?"});
     ASSERT_EQ(ask.exit_code, 0) << ask.err;
     const json a = json::parse(ask.out);
     ASSERT_FALSE(a["citations"].arr.empty()) << ask.out;

@@ -76,8 +76,8 @@ TEST(ExtractPdf, ChunksNeverCrossAPage) {
 }
 
 TEST(ExtractPdf, CorruptTruncatedAndEncryptedAreRefused) {
-    EXPECT_TRUE(contains(extract_error("%PDF-1.4\nthis is not a pdf at all\n", doc_kind::pdf),
-                         "PDF"));
+    EXPECT_TRUE(
+        contains(extract_error("%PDF-1.4\nthis is not a pdf at all\n", doc_kind::pdf), "PDF"));
     EXPECT_TRUE(contains(extract_error("", doc_kind::pdf), "PDF"));
     EXPECT_EQ(extract_error(cbltest::make_pdf({{"secret plans"}}, true), doc_kind::pdf),
               "encrypted PDF (a password is needed to read it)");
@@ -143,7 +143,9 @@ TEST(ExtractDocx, ZipBombStopsAtTheLimit) {
     // 8 MiB of XML that deflates to a few KiB; the limit is 1 MiB.
     const std::string xml =
         "<w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\">"
-        "<w:body><w:p><w:r><w:t>" + std::string(8 << 20, 'a') + "</w:t></w:r></w:p></w:body>"
+        "<w:body><w:p><w:r><w:t>" +
+        std::string(8 << 20, 'a') +
+        "</w:t></w:r></w:p></w:body>"
         "</w:document>";
     const std::string bomb = cbltest::make_zip({{"word/document.xml", xml}});
     ASSERT_LT(bomb.size(), 64u << 10);
@@ -156,8 +158,7 @@ TEST(ExtractDocx, ZipBombStopsAtTheLimit) {
 TEST(ExtractDocx, DamagedFilesSayWhat) {
     EXPECT_TRUE(contains(extract_error("PK\x03\x04 not really", doc_kind::docx),
                          "damaged docx: not a zip archive"));
-    EXPECT_TRUE(contains(extract_error(cbltest::make_zip({{"other.xml", "<a/>"}}),
-                                       doc_kind::docx),
+    EXPECT_TRUE(contains(extract_error(cbltest::make_zip({{"other.xml", "<a/>"}}), doc_kind::docx),
                          "damaged docx: cannot open word/document.xml"));
     EXPECT_TRUE(contains(extract_error(cbltest::make_zip({{"word/document.xml", "<w:document>"}}),
                                        doc_kind::docx),
@@ -209,8 +210,10 @@ TEST(ExtractHtml, Iso88591ByMetaCharset) {
         "<html><head><meta charset=\"iso-8859-1\"><title>Men\xFA</title></head>"
         "<body><p>Caf\xE9 cr\xE8me &euro;3 &hearts; &frac12;</p></body></html>";
     const extracted_text ex = extract_text(html, doc_kind::html);
-    EXPECT_EQ(ex.text, "Men\xC3\xBA\n\nCaf\xC3\xA9 cr\xC3\xA8me \xE2\x82\xAC" "3 \xE2\x99\xA5 "
-                       "\xC2\xBD");
+    EXPECT_EQ(ex.text,
+              "Men\xC3\xBA\n\nCaf\xC3\xA9 cr\xC3\xA8me \xE2\x82\xAC"
+              "3 \xE2\x99\xA5 "
+              "\xC2\xBD");
     // The citation of "Café" lies inside the source's <p> element.
     const size_t cafe = ex.text.find("Caf");
     const size_t p = html.find("<p>") + 3;
@@ -239,9 +242,13 @@ TEST(ExtractHtml, HeadingsAndSkippedElements) {
 }
 
 TEST(ExtractPlain, Latin1IsConvertedWithSourceOffsets) {
-    const std::string src = "caf\xE9 au lait, cr\xE8me br\xFBl\xE9" "e";
+    const std::string src =
+        "caf\xE9 au lait, cr\xE8me br\xFBl\xE9"
+        "e";
     const extracted_text ex = extract_text(src, doc_kind::text);
-    EXPECT_EQ(ex.text, "caf\xC3\xA9 au lait, cr\xC3\xA8me br\xC3\xBBl\xC3\xA9" "e");
+    EXPECT_EQ(ex.text,
+              "caf\xC3\xA9 au lait, cr\xC3\xA8me br\xC3\xBBl\xC3\xA9"
+              "e");
     // Both bytes of the UTF-8 "é" come from source byte 3.
     EXPECT_EQ(ex.source_begin(3), 3u);
     EXPECT_EQ(ex.source_end(5), 4u);
@@ -256,7 +263,8 @@ TEST(ExtractPlain, Utf16WithBom) {
 }
 
 TEST(ExtractPlain, CsvAndJsonAreText) {
-    EXPECT_EQ(extract_text("name,color\napple,red\n", doc_kind::csv).text, "name,color\napple,red\n");
+    EXPECT_EQ(extract_text("name,color\napple,red\n", doc_kind::csv).text,
+              "name,color\napple,red\n");
     EXPECT_EQ(extract_text("{\"fruit\": \"kiwi\"}", doc_kind::json).text, "{\"fruit\": \"kiwi\"}");
 }
 

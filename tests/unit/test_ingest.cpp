@@ -222,8 +222,8 @@ TEST(Ingest, BadInputIsSkippedWithAReason) {
     write(f.docs + "/blank.txt", "   \n\n\t  \n");
     write(f.docs + "/huge.txt", std::string(5000, 'a') + "\n");
     write(f.docs + "/nul.txt", std::string("bin\0ary", 7));
-    write(f.docs + "/image.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0",
-                                             29));
+    write(f.docs + "/image.png",
+          std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0", 29));
     ::symlink((f.docs + "/missing-target.txt").c_str(), (f.docs + "/dangling.txt").c_str());
     ::mkfifo((f.docs + "/fifo.txt").c_str(), 0600);
     const std::string hostile = f.docs + "/q'\"; DROP TABLE documents; --\n\x01 \xE2\x98\x83.html";

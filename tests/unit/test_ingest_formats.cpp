@@ -128,16 +128,16 @@ TEST(IngestFormats, FolderOfEveryFormatWithPageAndHeadingCitations) {
     write(f.docs + "/report.pdf",
           cbltest::make_pdf({{"Quarterly report for the orchard.", "Apples grew well this year."},
                              {"The pear harvest doubled in autumn.", "Plums stayed the same."}}));
-    write(f.docs + "/handbook.docx",
-          cbltest::make_docx({{"Fruit handbook", 1},
-                              {"Quinces are pome fruit."},
-                              {"Storage", 2},
-                              {"Keep medlars cool and dry."}}));
-    write(f.docs + "/garden.odt", cbltest::make_odt({{"Garden notes", 1},
-                                                    {"Tomatoes need full sun."}}));
+    write(f.docs + "/handbook.docx", cbltest::make_docx({{"Fruit handbook", 1},
+                                                         {"Quinces are pome fruit."},
+                                                         {"Storage", 2},
+                                                         {"Keep medlars cool and dry."}}));
+    write(f.docs + "/garden.odt",
+          cbltest::make_odt({{"Garden notes", 1}, {"Tomatoes need full sun."}}));
     write(f.docs + "/recipe.html",
           "<html><head><meta charset=\"iso-8859-1\"><title>Dessert</title></head><body>"
-          "<h1>Cr\xE8me br\xFBl\xE9" "e</h1><p>Caramelise the sugar &mdash; about &euro;2 of it."
+          "<h1>Cr\xE8me br\xFBl\xE9"
+          "e</h1><p>Caramelise the sugar &mdash; about &euro;2 of it."
           "</p></body></html>");
     write(f.docs + "/README", "This repository documents the vineyard irrigation schedule.\n");
     write(f.docs + "/blob.bin", random_bytes(8192));
@@ -168,10 +168,14 @@ TEST(IngestFormats, FolderOfEveryFormatWithPageAndHeadingCitations) {
     EXPECT_EQ(odt.hits[0].heading, "Garden notes");
 
     // ISO-8859-1 bytes were converted: the UTF-8 query finds them, entities are decoded.
-    const search_result html = bm25(*c, "br\xC3\xBBl\xC3\xA9" "e");
+    const search_result html = bm25(*c,
+                                    "br\xC3\xBBl\xC3\xA9"
+                                    "e");
     ASSERT_FALSE(html.hits.empty());
     EXPECT_TRUE(ends_with(html.hits[0].uri, "/recipe.html"));
-    EXPECT_NE(html.hits[0].text.find("\xE2\x80\x94 about \xE2\x82\xAC" "2"), std::string::npos)
+    EXPECT_NE(html.hits[0].text.find("\xE2\x80\x94 about \xE2\x82\xAC"
+                                     "2"),
+              std::string::npos)
         << html.hits[0].text;
     const search_result readme = bm25(*c, "vineyard irrigation");
     ASSERT_FALSE(readme.hits.empty());
@@ -227,9 +231,9 @@ TEST(IngestFormats, DamagedAndHostileFilesAreSkippedWithAReason) {
     write(f.docs + "/good.txt", "A good document about figs.\n");
     write(f.docs + "/corrupt.pdf", "%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage\n");
     write(f.docs + "/locked.pdf", cbltest::make_pdf({{"secret plans"}}, true));
-    const std::string bomb_xml =
-        "<w:document xmlns:w=\"w\"><w:body><w:p><w:r><w:t>" + std::string(8 << 20, 'z') +
-        "</w:t></w:r></w:p></w:body></w:document>";
+    const std::string bomb_xml = "<w:document xmlns:w=\"w\"><w:body><w:p><w:r><w:t>" +
+                                 std::string(8 << 20, 'z') +
+                                 "</w:t></w:r></w:p></w:body></w:document>";
     write(f.docs + "/bomb.docx", cbltest::make_zip({{"word/document.xml", bomb_xml}}));
     write(f.docs + "/fake.docx", "not a zip at all");
     {
@@ -309,8 +313,9 @@ TEST(IngestFormats, OldCatalogGainsCitationColumns) {
         // Back to the schema an older library wrote: no page, no heading.
         sqlite3* db = nullptr;
         ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-        ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE chunks DROP COLUMN page; "
-                                   "ALTER TABLE chunks DROP COLUMN heading;",
+        ASSERT_EQ(sqlite3_exec(db,
+                               "ALTER TABLE chunks DROP COLUMN page; "
+                               "ALTER TABLE chunks DROP COLUMN heading;",
                                nullptr, nullptr, nullptr),
                   SQLITE_OK)
             << sqlite3_errmsg(db);

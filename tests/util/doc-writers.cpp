@@ -32,19 +32,19 @@ std::string make_pdf(const std::vector<std::vector<std::string>>& pages, bool en
     objs.push_back("<< /Type /Pages /Kids [" + kids + "] /Count " + std::to_string(n) + " >>");
     objs.push_back("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>");
     for (size_t i = 0; i < n; ++i) {
-        objs.push_back("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font "
-                       "<< /F1 3 0 R >> >> /Contents " +
-                       std::to_string(5 + 2 * i) + " 0 R >>");
+        objs.push_back(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font "
+            "<< /F1 3 0 R >> >> /Contents " +
+            std::to_string(5 + 2 * i) + " 0 R >>");
         std::string content = "BT /F1 12 Tf 72 720 Td 14 TL\n";
         for (const std::string& line : pages[i]) content += pdf_string(line) + " Tj T*\n";
         content += "ET\n";
-        objs.push_back("<< /Length " + std::to_string(content.size()) + " >>\nstream\n" +
-                       content + "endstream");
+        objs.push_back("<< /Length " + std::to_string(content.size()) + " >>\nstream\n" + content +
+                       "endstream");
     }
     if (encrypted) {
         const std::string h32(64, 'A');  // 32 bytes that match no password
-        objs.push_back("<< /Filter /Standard /V 1 /R 2 /O <" + h32 + "> /U <" + h32 +
-                       "> /P -4 >>");
+        objs.push_back("<< /Filter /Standard /V 1 /R 2 /O <" + h32 + "> /U <" + h32 + "> /P -4 >>");
     }
     std::string out = "%PDF-1.4\n";
     std::vector<size_t> offsets;
@@ -132,7 +132,8 @@ std::string make_docx(const std::vector<para>& paras) {
     const std::string doc =
         "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n"
         "<w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\">"
-        "<w:body>" + body + "</w:body></w:document>";
+        "<w:body>" +
+        body + "</w:body></w:document>";
     const std::string types =
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
         "<Types xmlns=\"http://schemas.openxmlformats.org/package/2006/content-types\">"
@@ -157,10 +158,12 @@ std::string make_odt(const std::vector<para>& paras) {
         "<office:document-content "
         "xmlns:office=\"urn:oasis:names:tc:opendocument:xmlns:office:1.0\" "
         "xmlns:text=\"urn:oasis:names:tc:opendocument:xmlns:text:1.0\" office:version=\"1.2\">"
-        "<office:body><office:text>" + body + "</office:text></office:body>"
+        "<office:body><office:text>" +
+        body +
+        "</office:text></office:body>"
         "</office:document-content>";
-    return make_zip({{"mimetype", "application/vnd.oasis.opendocument.text"},
-                     {"content.xml", content}});
+    return make_zip(
+        {{"mimetype", "application/vnd.oasis.opendocument.text"}, {"content.xml", content}});
 }
 
 }  // namespace cbltest
