@@ -243,7 +243,26 @@ void catalog::migrate() {
         exec("PRAGMA user_version=1");
     }
     // Later versions: if (version < 2) { ALTER ...; PRAGMA user_version=2 } and so on.
+    add_citation_columns();
     tx.commit();
+}
+
+// chunks.page and chunks.heading (citations of PDFs and headed documents) came after schema 1.
+// They are nullable columns added when missing rather than a new schema version: a catalog
+// written by an older library opens here, and an older library still opens this one (it names
+// the columns it writes and never reads these).
+void catalog::add_citation_columns() {
+    bool page = false, heading = false;
+    {
+        stmt s(db_, "SELECT name FROM pragma_table_info('chunks')");
+        while (s.step()) {
+            const std::string name = s.text(0);
+            page = page || name == "page";
+            heading = heading || name == "heading";
+        }
+    }
+    if (!page) exec("ALTER TABLE chunks ADD COLUMN page INTEGER");
+    if (!heading) exec("ALTER TABLE chunks ADD COLUMN heading TEXT");
 }
 
 std::optional<std::string> catalog::get_meta(const std::string& key) {
@@ -367,8 +386,9 @@ replace_result catalog::replace_document(const document_info& doc,
         s.bind(5, doc.collection).bind(6, meta).bind(7, doc.chunker).run();
         r.doc_id = sqlite3_last_insert_rowid(db_);
     }
-    stmt ins(db_, "INSERT INTO chunks(doc_id, ordinal, text, start, \"end\", n_tokens, tokens, "
-                  "embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    stmt ins(db_,
+             "INSERT INTO chunks(doc_id, ordinal, text, start, \"end\", n_tokens, tokens, "
+             "embedding, page, heading) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     for (size_t i = 0; i < chunks.size(); ++i) {
         const new_chunk& c = chunks[i];
         ins.reset();
@@ -380,6 +400,17 @@ replace_result catalog::replace_document(const document_info& doc,
                       c.tokens.size() * sizeof(token_id));
         ins.bind_blob(8, c.embedding.empty() ? nullptr : c.embedding.data(),
                       c.embedding.size() * sizeof(float));
+        // NULL when absent, so "no page" and "no heading" stay distinguishable from values.
+        if (c.page > 0) {
+            ins.bind(9, static_cast<int64_t>(c.page));
+        } else {
+            ins.bind_blob(9, nullptr, 0);  // NULL
+        }
+        if (!c.heading.empty()) {
+            ins.bind(10, c.heading);
+        } else {
+            ins.bind_blob(10, nullptr, 0);  // NULL
+        }
         ins.run();
         r.added.push_back(sqlite3_last_insert_rowid(db_));
     }
@@ -406,9 +437,10 @@ std::vector<int64_t> catalog::remove_document(const std::string& uri) {
 
 std::vector<chunk_info> catalog::get_chunks(const std::vector<int64_t>& ids, bool with_embedding) {
     std::lock_guard<std::mutex> lock(mu_);
-    stmt s(db_, "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start, c.\"end\", c.n_tokens, "
-                "c.tokens, c.kv_key, CASE WHEN ?2 THEN c.embedding END, d.uri "
-                "FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1");
+    stmt s(db_,
+           "SELECT c.id, c.doc_id, c.ordinal, c.text, c.start, c.\"end\", c.n_tokens, "
+           "c.tokens, c.kv_key, CASE WHEN ?2 THEN c.embedding END, d.uri, c.page, "
+           "c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?1");
     std::vector<chunk_info> out;
     out.reserve(ids.size());
     for (int64_t id : ids) {
@@ -428,6 +460,8 @@ std::vector<chunk_info> catalog::get_chunks(const std::vector<int64_t>& ids, boo
         c.kv_key = s.text(8);
         c.embedding = s.blob<float>(9);
         c.uri = s.text(10);
+        c.page = static_cast<int32_t>(s.i64(11));
+        c.heading = s.text(12);
         out.push_back(std::move(c));
     }
     return out;

@@ -49,6 +49,8 @@ struct chunk_info {
     std::string kv_key;            // hex chunk key once its KV is stored, else empty
     std::vector<float> embedding;  // empty when not embedded (or not requested)
     std::string uri;               // of the document (filled by get_chunks)
+    int32_t page = 0;              // 1-based page (PDF); 0: none
+    std::string heading;           // nearest preceding heading; "": none
 };
 
 struct new_chunk {
@@ -56,6 +58,8 @@ struct new_chunk {
     int64_t start = 0, end = 0;
     std::vector<token_id> tokens;
     std::vector<float> embedding;  // may be empty: embedded later
+    int32_t page = 0;              // 1-based page (PDF); 0: none
+    std::string heading;           // nearest preceding heading; "": none
 };
 
 // Restricts a search to matching documents. Metadata keys are plain identifiers
@@ -158,6 +162,7 @@ private:
     explicit catalog(std::string path);
     void exec(const char* sql);
     void migrate();
+    void add_citation_columns();
     void bump_vector_version_locked();
     std::vector<int64_t> remove_document_locked(int64_t doc_id);
 

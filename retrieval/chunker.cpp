@@ -219,4 +219,28 @@ std::vector<text_chunk> chunk_text(std::string_view text, const encode_fn& encod
     return out;
 }
 
+std::vector<text_chunk> chunk_text_within(std::string_view text, const std::vector<size_t>& cuts,
+                                          const encode_fn& encode, const chunker_params& p,
+                                          const chunk_progress_fn& progress) {
+    std::vector<text_chunk> out;
+    size_t from = 0;
+    for (size_t i = 0; i <= cuts.size(); ++i) {
+        const size_t to =
+            i < cuts.size() ? std::min(std::max(cuts[i], from), text.size()) : text.size();
+        if (to == from) continue;
+        chunk_progress_fn inner;
+        if (progress) {
+            inner = [&](size_t done, size_t) { progress(from + done, text.size()); };
+        }
+        for (text_chunk& c : chunk_text(text.substr(from, to - from), encode, p, inner)) {
+            c.begin += from;
+            c.end += from;
+            out.push_back(std::move(c));
+        }
+        from = to;
+    }
+    if (progress) progress(text.size(), text.size());
+    return out;
+}
+
 }  // namespace cacheblend

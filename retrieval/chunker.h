@@ -46,4 +46,10 @@ std::vector<text_chunk> chunk_text(std::string_view text, const encode_fn& encod
                                    const chunker_params& p = {},
                                    const chunk_progress_fn& progress = {});
 
+// As chunk_text, with hard cuts: no chunk spans a cut (cuts: ascending text offsets, e.g. where
+// each page of a PDF starts), so every chunk lies within one segment. Ranges are in `text`.
+std::vector<text_chunk> chunk_text_within(std::string_view text, const std::vector<size_t>& cuts,
+                                          const encode_fn& encode, const chunker_params& p = {},
+                                          const chunk_progress_fn& progress = {});
+
 }  // namespace cacheblend

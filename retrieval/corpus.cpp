@@ -20,6 +20,7 @@
 #include "core/util/error.h"
 #include "core/util/file-io.h"
 #include "core/util/private-path.h"
+#include "retrieval/extract/sniff.h"
 
 namespace cacheblend {
 
@@ -52,15 +53,6 @@ void json_str(std::string_view s, std::string& out) {
     out += '"';
 }
 
-const char* kind_name(doc_kind k) {
-    switch (k) {
-        case doc_kind::text: return "text";
-        case doc_kind::markdown: return "markdown";
-        case doc_kind::html: return "html";
-    }
-    return "text";
-}
-
 std::string sha256_hex(std::string_view data) {
     chunk_key k;
     sha256(data.data(), data.size(), k.bytes);
@@ -76,51 +68,46 @@ struct found_file {
     ino_t ino = 0;
 };
 
-// Reads a whole regular file; returns an error reason instead of throwing (skipped files).
-bool read_file(const found_file& f, int64_t limit, std::string* data, struct stat* st,
+// Reads a whole regular file through `io` (tests inject failures); returns an error reason
+// instead of throwing (skipped files).
+bool read_file(file_io& io, const found_file& f, int64_t limit, std::string* data, file_stat* st,
                std::string* why) {
     // O_NONBLOCK: a FIFO swapped in after the walk must not hang the run; O_NOFOLLOW: neither
     // may a symlink (the walk decided which links to follow and resolved them already).
-    const int fd = ::open(f.open_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        const int err = errno;
+    int fd = -1;
+    if (const int err = io.open(f.open_path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0, &fd)) {
         *why = err == ELOOP ? "symbolic link (not followed)" : "cannot open: " + errno_name(err);
         return false;
     }
-    struct closer {
-        int fd;
-        ~closer() { ::close(fd); }
-    } c{fd};
-    if (::fstat(fd, st) != 0) {
-        *why = "cannot stat: " + errno_name(errno);
+    const io_fd closer(&io, fd);
+    if (const int err = io.fstat(fd, st)) {
+        *why = "cannot stat: " + errno_name(err);
         return false;
     }
-    if (!S_ISREG(st->st_mode)) {
+    if (!st->is_reg) {
         *why = "not a regular file";
         return false;
     }
-    if (st->st_dev != f.dev || st->st_ino != f.ino) {
+    if (st->dev != static_cast<uint64_t>(f.dev) || st->ino != static_cast<uint64_t>(f.ino)) {
         *why = "replaced while being ingested (not the file that was checked)";
         return false;
     }
-    if (st->st_size > limit) {
-        *why = fmt("too large: %lld bytes (limit %lld)", static_cast<long long>(st->st_size),
+    if (st->size > static_cast<uint64_t>(limit)) {
+        *why = fmt("too large: %llu bytes (limit %lld)", static_cast<unsigned long long>(st->size),
                    static_cast<long long>(limit));
         return false;
     }
-    data->resize(static_cast<size_t>(st->st_size));
+    data->resize(static_cast<size_t>(st->size));
     size_t got = 0;
-    while (got < data->size()) {
-        const ssize_t n = ::pread(fd, &(*data)[got], data->size() - got, static_cast<off_t>(got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            *why = "read failed: " + errno_name(errno);
-            return false;
-        }
-        if (n == 0) break;  // shrank meanwhile
-        got += static_cast<size_t>(n);
+    if (const int err = io.pread(fd, data->data(), data->size(), 0, &got)) {
+        *why = "read failed: " + errno_name(err);
+        return false;
     }
-    data->resize(got);
+    if (got != data->size()) {
+        // Truncated (or emptied) while we read: half a file must not pass for the whole one.
+        *why = fmt("changed while being read (%zu of %zu bytes read)", got, data->size());
+        return false;
+    }
     return true;
 }
 
@@ -286,6 +273,7 @@ std::unique_ptr<corpus> corpus::open(const std::string& dir, corpus_params p) {
     std::unique_ptr<corpus> c(new corpus());
     c->dir_ = dir;
     c->p_ = std::move(p);
+    c->io_ = c->p_.io ? c->p_.io : posix_file_io();
     c->cat_ = catalog::open(corpus_catalog_path(dir));
     c->index_path_ = corpus_index_path(dir);
     if (c->p_.emb) {
@@ -425,11 +413,18 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
         ++r.unchanged;
         return false;
     }
-    const extracted_text ex = extract_text(in.source, in.kind);  // throws invalid_arg
+    extract_limits lim;
+    lim.max_bytes = p.max_document_bytes;  // also bounds what a DOCX/ODT may inflate to
+    // Between pages and parts: the per-file time limit also stops a slow PDF.
+    lim.check = [&] { step("chunk", 0, static_cast<int64_t>(in.source.size())); };
+    const extracted_text ex = extract_text(in.source, in.kind, lim);  // throws invalid_arg
+    // A PDF's pages are hard cuts, so each chunk cites one page.
     const std::vector<text_chunk> chunks =
-        chunk_text(ex.text, p_.encode, p.chunking, [&](size_t done, size_t total) {
-            step("chunk", static_cast<int64_t>(done), static_cast<int64_t>(total));
-        });
+        chunk_text_within(ex.text, ex.page_starts(), p_.encode, p.chunking,
+                          [&](size_t done, size_t total) {
+                              step("chunk", static_cast<int64_t>(done),
+                                   static_cast<int64_t>(total));
+                          });
     if (chunks.empty()) {
         throw error(status::invalid_arg, "empty document (no text)");
     }
@@ -441,6 +436,10 @@ bool corpus::ingest_one(const doc_input& in, const ingest_params& p, ingest_repo
         rows[i].start = ex.source_begin(c.begin);
         rows[i].end = ex.source_end(c.end);
         rows[i].tokens = c.tokens;
+        if (const text_section* sec = ex.section_at(c.begin)) {
+            rows[i].page = sec->page;
+            rows[i].heading = sec->heading;
+        }
         texts[i] = rows[i].text;
     }
     if (p_.emb) {
@@ -544,24 +543,23 @@ void corpus::ingest_paths_locked(const std::vector<std::string>& paths, const in
         const std::string& f = ff.path;
         report_progress(p, "ingest", i, total, f);
         doc_input in;
-        if (!doc_kind_from_path(f, &in.kind)) {
-            r.skipped_files.emplace_back(f, "unsupported file type (want .txt, .md or .html)");
-            continue;
-        }
         in.uri = absolute(ff.open_path);
         // A followed symlink and its target (or a path named twice) are one document.
         if (!seen.insert(in.uri).second) continue;
         ++r.files_seen;
-        struct stat st {};
+        file_stat st;
         std::string why;
-        if (!read_file(ff, p.max_document_bytes, &in.source, &st, &why)) {
+        // The bytes come through the checked descriptor (read_file); every extractor parses
+        // them from memory, so no library reopens the path (a swapped-in FIFO or link).
+        if (!read_file(*io_, ff, p.max_document_bytes, &in.source, &st, &why) ||
+            !detect_kind(f, in.source, &in.kind, &why)) {
             r.skipped_files.emplace_back(f, why);
             continue;
         }
-        in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        in.mtime_ns = st.mtime_ns;
         in.metadata = "{\"path\":";
         json_str(f, in.metadata);
-        in.metadata += ",\"kind\":\"" + std::string(kind_name(in.kind)) + "\"}";
+        in.metadata += ",\"kind\":\"" + std::string(doc_kind_name(in.kind)) + "\"}";
         try {
             ingest_one(in, p, r);
         } catch (const file_too_slow& e) {

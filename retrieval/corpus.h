@@ -3,8 +3,9 @@
 //   DIR/catalog.db      the SQLite catalog (truth)
 //   DIR/vectors.faiss   the FAISS index (derived; rebuilt when missing, corrupt or stale)
 // and, when the caller passes one, a KV store whose files the catalog's KV keys name.
-// Files and folders (.txt, .md, .html) are read, extracted, chunked on the LLM's tokens, embedded
-// and committed one document per transaction, so an interrupted run leaves every document either
+// Files and folders (every format of retrieval/extract/extract.h, by extension or content) are
+// read, extracted, chunked on the LLM's tokens, embedded and committed one document per
+// transaction, so an interrupted run leaves every document either
 // in its old or its new version; re-running finishes the job (unchanged files are skipped by
 // content hash). Files that cannot be ingested are skipped with a reason and the rest go on.
 // A corpus is thread-safe for searches; ingest/remove calls are serialized internally and, across
@@ -26,14 +27,15 @@
 #include "retrieval/catalog.h"
 #include "retrieval/chunker.h"
 #include "retrieval/embedder.h"
+#include "retrieval/extract/extract.h"
 #include "retrieval/faiss-index.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/text-extract.h"
 #include "retrieval/writer-lock.h"
 
 namespace cacheblend {
 
 class kv_store;
+class file_io;
 
 struct corpus_params {
     encode_fn encode;           // the LLM tokenizer (required)
@@ -44,6 +46,8 @@ struct corpus_params {
     // The store is this data dir's own (DIR/kv, as the runtime opens it), not one shared with
     // other data dirs: then files no chunk references are ours to report and delete.
     bool kv_owned = false;
+    // How documents are read (null: the OS); tests inject read failures and shrinking files.
+    std::shared_ptr<file_io> io;
 };
 
 struct ingest_progress {
@@ -192,6 +196,7 @@ private:
 
     std::string dir_;
     corpus_params p_;
+    std::shared_ptr<file_io> io_;
     std::unique_ptr<catalog> cat_;
     // Searches take a snapshot of the pointer (index_mu_), so a reload never frees an index that a
     // search is using; adds and removes go through vector_index's own lock.

@@ -110,6 +110,8 @@ search_result retriever::search(const std::string& query, const search_params& p
         h.n_tokens = it->second.n_tokens;
         h.dense_rank = f.dense_rank;
         h.bm25_rank = f.bm25_rank;
+        h.page = it->second.page;
+        h.heading = std::move(it->second.heading);
         r.hits.push_back(std::move(h));
     }
     return r;

@@ -34,6 +34,8 @@ struct search_hit {
     std::string text;
     int32_t n_tokens = 0;
     int32_t dense_rank = 0, bm25_rank = 0;  // 1-based; 0: not found by that retriever
+    int32_t page = 0;                       // 1-based page of a PDF; 0: none
+    std::string heading;                    // nearest preceding heading; "": none
 };
 
 struct search_result {

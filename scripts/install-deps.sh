@@ -9,6 +9,9 @@ pkgs=(
   libsqlite3-dev                     # catalog (FTS5, bm25)
   libfaiss-dev libopenblas-dev       # retriever; OpenBLAS also backs FAISS's BLAS calls (and sgemm)
   libmimalloc-dev                    # allocator
+  libpoppler-cpp-dev                 # PDF text (retrieval/extract/pdf.cpp; optional at build time)
+  libzip-dev libxml2-dev             # DOCX/ODT (zip + XML), HTML (libxml2's HTML parser)
+  libmagic-dev                       # content sniffing: extensionless text files, binaries refused
   libgtest-dev libgmock-dev          # ctest suite
   libbenchmark-dev                   # microbenchmarks
   python3 python3-pip python3-venv   # model fetch, peer scripts

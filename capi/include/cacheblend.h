@@ -360,7 +360,7 @@ typedef struct cbl_search_params {
     const char *uri_prefix;  /* NULL = every document; else only uris starting with it */
     /* Metadata filter (@since 0.1): only documents whose metadata holds metadata_values[i] under
      * metadata_keys[i] for every i < n_metadata (keys: 1 to 128 of [A-Za-z0-9_.-]; files carry
-     * "kind" = text|markdown|html and "path"). */
+     * "kind" = text|markdown|html|pdf|docx|odt|csv|json and "path"). */
     const char *const *metadata_keys;
     const char *const *metadata_values;
     size_t n_metadata;
@@ -383,6 +383,11 @@ typedef struct cbl_hit {
     const char *text;    /* the chunk's text, NUL-terminated */
     size_t text_len;
     int32_t n_tokens;    /* LLM tokens */
+    /* Where the chunk is, for formats that have it (appended after 0.1.0; an older library
+     * leaves both as cbl_hit_init set them). For PDF, DOCX and ODT, start/end are offsets in
+     * the extracted text (their bytes are compressed); page and heading locate the passage. */
+    int32_t page;        /* 1-based page of a PDF; 0 = none */
+    const char *heading; /* nearest preceding heading (HTML, DOCX, ODT); "" or NULL = none */
 } cbl_hit;
 
 static inline void cbl_hit_init(cbl_hit *h) {

@@ -201,6 +201,8 @@ cbl_hit to_hit(const search_hit& h) {
     o.text = h.text.c_str();
     o.text_len = h.text.size();
     o.n_tokens = h.n_tokens;
+    o.page = h.page;
+    o.heading = h.heading.c_str();
     return o;
 }
 

@@ -8,8 +8,8 @@
 #include "cacheblend.h"
 #include "core/blend/blend.h"
 #include "core/engine/session.h"
+#include "retrieval/extract/extract.h"
 #include "retrieval/hybrid-search.h"
-#include "retrieval/text-extract.h"
 #include "runtime/rag-runtime.h"
 
 namespace cacheblend::capi {

@@ -105,6 +105,8 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
         w.begin_object();
         w.field("uri", std::string(h.uri)).field("start", h.start).field("end", h.end);
         w.field("score", h.score);
+        if (h.page > 0) w.field("page", static_cast<int64_t>(h.page));
+        if (h.heading && *h.heading) w.field("heading", std::string(h.heading));
         w.end_object();
     }
     w.end_array();
@@ -121,8 +123,11 @@ void write_human(const cbl_answer* answer, const cbl_stats& st, bool compare_ful
         cbl_hit h;
         cbl_hit_init(&h);
         check(cbl_answer_citation(answer, i, &h));
-        std::printf("[%zu] %s:%lld-%lld %.4f\n", i + 1, h.uri, static_cast<long long>(h.start),
-                    static_cast<long long>(h.end), h.score);
+        std::string where;
+        if (h.page > 0) where += " page " + std::to_string(h.page);
+        if (h.heading && *h.heading) where += std::string(" \"") + h.heading + "\"";
+        std::printf("[%zu] %s:%lld-%lld%s %.4f\n", i + 1, h.uri, static_cast<long long>(h.start),
+                    static_cast<long long>(h.end), where.c_str(), h.score);
     }
     std::fflush(stdout);
     if (st.chunks_dropped > 0) {

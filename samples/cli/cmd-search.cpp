@@ -87,6 +87,8 @@ int run_search(const std::vector<std::string>& args) {
             w.begin_object();
             w.field("uri", std::string(h.uri)).field("chunk_id", h.chunk_id).field("start", h.start);
             w.field("end", h.end).field("score", h.score);
+            if (h.page > 0) w.field("page", static_cast<int64_t>(h.page));
+            if (h.heading && *h.heading) w.field("heading", std::string(h.heading));
             w.field("text", std::string(h.text, h.text_len));
             w.end_object();
         }
@@ -99,9 +101,12 @@ int run_search(const std::vector<std::string>& args) {
             for (char& ch : snippet) {
                 if (ch == '\n') ch = ' ';
             }
-            std::printf("%zu. %.4f  %s [%lld, %lld)\n   %s%s\n", i + 1, h.score, h.uri,
+            std::string where;
+            if (h.page > 0) where += " page " + std::to_string(h.page);
+            if (h.heading && *h.heading) where += std::string(" \"") + h.heading + "\"";
+            std::printf("%zu. %.4f  %s [%lld, %lld)%s\n   %s%s\n", i + 1, h.score, h.uri,
                         static_cast<long long>(h.start), static_cast<long long>(h.end),
-                        snippet.c_str(), h.text_len > 160 ? "..." : "");
+                        where.c_str(), snippet.c_str(), h.text_len > 160 ? "..." : "");
         }
         if (hits.empty()) std::printf("no hits\n");
     }

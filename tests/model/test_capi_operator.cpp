@@ -107,7 +107,7 @@ TEST_F(CapiOperator, IngestPathOfAPathThatCannotBeAccessedIsAnIoError) {
     const std::string docs = dir_ + "/docs";
     ASSERT_EQ(::mkdir(docs.c_str(), 0700), 0);
     write_file(docs + "/good.txt", "Lighthouses guide ships at night.\n");
-    write_file(docs + "/bad.txt", std::string("invalid \xff\xfe utf-8\n"));
+    write_file(docs + "/bad.txt", std::string("invalid \x81\x9d utf-8\n"));
     ASSERT_EQ(cbl_runtime_ingest_path(rt_, docs.c_str(), nullptr, &r), CBL_OK) << cbl_last_error();
     EXPECT_EQ(r.added, 1);
     EXPECT_EQ(r.skipped, 1);

@@ -422,7 +422,7 @@ TEST_F(CapiRuntime, IngestFolderReportsSkipsAndCanBeAbortedOrInterrupted) {
         write_file(docs + "/doc" + std::to_string(i) + ".txt",
                    "Document number " + std::to_string(i) + " talks about lighthouses.\n");
     }
-    write_file(docs + "/bad.txt", std::string("invalid \xff\xfe utf-8\n"));
+    write_file(docs + "/bad.txt", std::string("invalid \x81\x9d utf-8\n"));
     progress_log log;
     cbl_ingest_params ip;
     cbl_ingest_params_init(&ip);

@@ -6,7 +6,7 @@
 #include "core/model/model.h"
 #include "core/util/error.h"
 #include "retrieval/chunker.h"
-#include "retrieval/text-extract.h"
+#include "retrieval/extract/extract.h"
 #include "util/hash-embedder.h"
 #include "util/test-util.h"
 
@@ -135,12 +135,16 @@ TEST(TextExtract, PlainTextRejectsBadUtf8AndNul) {
     const extracted_text ex = extract_text("\xEF\xBB\xBFhello", doc_kind::text);
     EXPECT_EQ(ex.text, "hello");
     EXPECT_EQ(ex.source_begin(0), 3u);
-    EXPECT_THROW(extract_text("ok \xC3\x28 bad", doc_kind::text), error);
+    // Bytes no charset explains (C1 controls: libmagic says unknown-8bit) are refused.
+    EXPECT_THROW(extract_text("ok \x81\x8D bad", doc_kind::text), error);
     EXPECT_THROW(extract_text("\xED\xA0\x80", doc_kind::markdown), error);  // surrogate
     EXPECT_THROW(extract_text(std::string("a\0b", 3), doc_kind::text), error);
     EXPECT_EQ(find_invalid_utf8("ab\xF5"), 2u);
     doc_kind k;
     EXPECT_TRUE(doc_kind_from_path("/x/READ.MD", &k));
     EXPECT_EQ(k, doc_kind::markdown);
-    EXPECT_FALSE(doc_kind_from_path("/x/a.pdf", &k));
+    EXPECT_TRUE(doc_kind_from_path("/x/a.PDF", &k));
+    EXPECT_EQ(k, doc_kind::pdf);
+    EXPECT_FALSE(doc_kind_from_path("/x/a.png", &k));
+    EXPECT_FALSE(doc_kind_from_path("/x/README", &k));
 }

@@ -216,12 +216,14 @@ TEST(Ingest, KvFilesSharedByIdenticalChunksStayUntilLastReference) {
 TEST(Ingest, BadInputIsSkippedWithAReason) {
     fixture f;
     write(f.docs + "/good1.txt", "Good document one about apples.\n");
-    write(f.docs + "/bad-utf8.txt", "valid start \xC0\xAF then junk\n");
+    // C1 control bytes: neither UTF-8 nor a charset libmagic names (unknown-8bit)
+    write(f.docs + "/bad-utf8.txt", "valid start \x81\x9D then junk\n");
     write(f.docs + "/empty.md", "");
     write(f.docs + "/blank.txt", "   \n\n\t  \n");
     write(f.docs + "/huge.txt", std::string(5000, 'a') + "\n");
     write(f.docs + "/nul.txt", std::string("bin\0ary", 7));
-    write(f.docs + "/image.png", "\x89PNG");
+    write(f.docs + "/image.png",
+          std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0", 29));
     ::symlink((f.docs + "/missing-target.txt").c_str(), (f.docs + "/dangling.txt").c_str());
     ::mkfifo((f.docs + "/fifo.txt").c_str(), 0600);
     const std::string hostile = f.docs + "/q'\"; DROP TABLE documents; --\n\x01 \xE2\x98\x83.html";
@@ -246,7 +248,7 @@ TEST(Ingest, BadInputIsSkippedWithAReason) {
     EXPECT_NE(why["blank.txt"].find("empty"), std::string::npos);
     EXPECT_NE(why["huge.txt"].find("too large"), std::string::npos);
     EXPECT_NE(why["nul.txt"].find("NUL"), std::string::npos);
-    EXPECT_NE(why["image.png"].find("unsupported"), std::string::npos);
+    EXPECT_EQ(why["image.png"], "binary file (image/png)");
     EXPECT_NE(why["dangling.txt"].find("symbolic link (not followed)"), std::string::npos);
     EXPECT_NE(why["fifo.txt"].find("not a regular file"), std::string::npos);
     EXPECT_NE(why["does-not-exist"].find("cannot access"), std::string::npos);

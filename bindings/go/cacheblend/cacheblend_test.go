@@ -348,7 +348,7 @@ func TestIngestFolderReportsSkipsAndAborts(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		write("doc"+string(rune('0'+i))+".txt", "Document number "+string(rune('0'+i))+" talks about lighthouses.\n")
 	}
-	write("bad.txt", "invalid \xff\xfe utf-8\n")
+	write("bad.txt", "invalid \x81\x9d utf-8\n")
 
 	var phases []string
 	var skipped []cacheblend.Progress

@@ -183,7 +183,7 @@ const NoFileSizeLimit int64 = math.MaxInt64
 type IngestOptions struct {
 	Collection   string    // a collection name that searches can filter on ("" = none)
 	MetadataJSON string    // IngestText only: a JSON object stored with the document
-	Format       DocFormat // IngestText only; files go by their extension
+	Format       DocFormat // IngestText only; files go by their extension, else their content
 	ChunkTokens  int       // LLM tokens per chunk (0 = 512)
 	PrecomputeKV bool      // compute every new chunk's KV now (else on first use)
 	// FollowSymlinks makes IngestPath follow a symbolic link met in the folder when its real

@@ -129,6 +129,8 @@ type Hit struct {
 	Score   float64 // RRF (hybrid), cosine (dense) or -bm25 (BM25): higher is better
 	Text    string  // the chunk's text
 	Tokens  int     // the chunk's length in LLM tokens
+	Page    int     // 1-based page of a PDF; 0 when the format has no pages
+	Heading string  // the nearest heading before the chunk (HTML, DOCX, ODT); "" when none
 }
 
 func hitFromC(h *C.cbl_hit) Hit {
@@ -140,6 +142,8 @@ func hitFromC(h *C.cbl_hit) Hit {
 		Score:   float64(h.score),
 		Text:    C.GoStringN(h.text, C.int(h.text_len)),
 		Tokens:  int(h.n_tokens),
+		Page:    int(h.page),
+		Heading: C.GoString(h.heading), // "" for NULL (a library older than the field)
 	}
 }
 

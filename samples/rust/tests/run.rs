@@ -50,7 +50,7 @@ fn sample_ingests_a_folder_and_answers_with_citations() {
         "The Amazon river flows through Brazil, Peru and Colombia.\n",
     )
     .unwrap();
-    fs::write(docs.join("bad.txt"), b"invalid \xff\xfe utf-8\n").unwrap();
+    fs::write(docs.join("bad.txt"), b"invalid \x81\x9d utf-8\n").unwrap();
 
     let out = Command::new(env!("CARGO_BIN_EXE_cacheblend-sample-rust"))
         .arg(tmp.join("data"))

@@ -239,6 +239,8 @@ pub struct cbl_hit {
     pub text: *const c_char,
     pub text_len: usize,
     pub n_tokens: i32,
+    pub page: i32,
+    pub heading: *const c_char,
 }
 
 #[repr(C)]

@@ -484,7 +484,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                            catalog_bytes, index_bytes, kv_budget_bytes, disk_free_bytes }
         cbl_search_params { struct_size, k, mode, collection, uri_prefix, metadata_keys,
                             metadata_values, n_metadata }
-        cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens }
+        cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens, page,
+                  heading }
         cbl_document_info { struct_size, uri, kind, collection, metadata_json, n_chunks,
                             n_kv_chunks, source_bytes, mtime_ns }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io }

@@ -88,7 +88,7 @@ pub enum KvFormat {
 }
 
 /// Format of a document given to [`Runtime::ingest_text`](crate::Runtime::ingest_text)
-/// (`CBL_DOC_*`); files go by their extension.
+/// (`CBL_DOC_*`); files go by their extension, else their content.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DocFormat {
@@ -241,7 +241,7 @@ impl<'a> IngestOptions<'a> {
         fn collection(name: impl Into<String>) { collection = Some(name.into()) }
         /// `ingest_text` only: a JSON object stored with the document.
         fn metadata_json(json: impl Into<String>) { metadata_json = Some(json.into()) }
-        /// `ingest_text` only: the document's format (files go by their extension).
+        /// `ingest_text` only: the document's format (files go by their extension or content).
         fn format(format: DocFormat) { format = Some(format) }
         /// LLM tokens per chunk (0 = 512).
         fn chunk_tokens(n: i32) { chunk_tokens = n }

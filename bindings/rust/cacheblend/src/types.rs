@@ -29,6 +29,10 @@ pub struct Hit {
     pub text: String,
     /// Its length in LLM tokens.
     pub n_tokens: i32,
+    /// The 1-based page of a PDF it is on; 0 when the format has no pages.
+    pub page: i32,
+    /// The nearest heading before it (HTML, DOCX, ODT); "" when none.
+    pub heading: String,
 }
 
 impl Hit {
@@ -53,6 +57,9 @@ impl Hit {
             score: h.score,
             text,
             n_tokens: h.n_tokens,
+            page: h.page,
+            // SAFETY: as above (NULL from a library older than the field reads as "").
+            heading: unsafe { string_from(h.heading) },
         })
     }
 }

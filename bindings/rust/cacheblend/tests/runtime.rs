@@ -415,7 +415,7 @@ fn ingest_folder_reports_skips_aborts_interrupts_and_deletes() {
         )
         .unwrap();
     }
-    fs::write(docs.join("bad.txt"), b"invalid \xff\xfe utf-8\n").unwrap();
+    fs::write(docs.join("bad.txt"), b"invalid \x81\x9d utf-8\n").unwrap();
 
     // The progress closure borrows local state.
     let mut phases = Vec::new();
@@ -1245,4 +1245,77 @@ fn must_exist_opens_an_existing_data_dir_only_and_creates_nothing() {
     )
     .expect("open the existing data dir");
     assert_eq!(rt.documents(&SearchOptions::new()).unwrap().len(), DOCS.len());
+}
+
+/// A PDF written by hand (no binary in the repository): one line of text per page.
+fn two_page_pdf(page1: &str, page2: &str) -> Vec<u8> {
+    let mut objs = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        "<< /Type /Pages /Kids [4 0 R 6 0 R] /Count 2 >>".to_string(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+    ];
+    for (i, text) in [page1, page2].iter().enumerate() {
+        let content = format!("BT /F1 12 Tf 72 720 Td ({}) Tj ET\n", text);
+        objs.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 \
+             0 R >> >> /Contents {} 0 R >>",
+            5 + 2 * i
+        ));
+        objs.push(format!("<< /Length {} >>\nstream\n{}endstream", content.len(), content));
+    }
+    let mut out = String::from("%PDF-1.4\n");
+    let mut offsets = Vec::new();
+    for (i, o) in objs.iter().enumerate() {
+        offsets.push(out.len());
+        out += &format!("{} 0 obj\n{}\nendobj\n", i + 1, o);
+    }
+    let xref = out.len();
+    out += &format!("xref\n0 {}\n0000000000 65535 f \n", objs.len() + 1);
+    for off in offsets {
+        out += &format!("{:010} 00000 n \n", off);
+    }
+    out += &format!(
+        "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{}\n%%EOF\n",
+        objs.len() + 1,
+        xref
+    );
+    out.into_bytes()
+}
+
+#[test]
+fn hits_carry_the_page_of_a_pdf_and_the_heading_of_html() {
+    let model = match model_or_skip("page-heading") {
+        Some(m) => m,
+        None => return,
+    };
+    let dir = TempDir::new("page-heading");
+    let rt = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(dir.path().join("data"))
+            .n_threads(2)
+            .no_embedder(true),
+    )
+    .expect("open runtime");
+    let pdf = dir.path().join("almanac.pdf");
+    fs::write(&pdf, two_page_pdf("Spring brings rain.", "Autumn brings the walnut harvest."))
+        .unwrap();
+    let report = rt.ingest_path(&pdf, &mut IngestOptions::new()).unwrap();
+    assert_eq!(report.added, 1);
+    rt.ingest_text(
+        "mem://tides",
+        "<h1>Tides</h1><p>The moon pulls the oceans twice a day.</p>",
+        &mut IngestOptions::new().format(cacheblend::DocFormat::Html),
+    )
+    .unwrap();
+    let bm25 = SearchOptions::new().k(1).mode(SearchMode::Bm25);
+    let res = rt.search("walnut harvest", &bm25).unwrap();
+    assert_eq!(res.hits.len(), 1);
+    assert!(res.hits[0].uri.ends_with("almanac.pdf"), "{:?}", res.hits[0]);
+    assert_eq!(res.hits[0].page, 2);
+    assert_eq!(res.hits[0].heading, "");
+    let res = rt.search("moon oceans", &bm25).unwrap();
+    assert_eq!(res.hits.len(), 1);
+    assert_eq!(res.hits[0].heading, "Tides");
+    assert_eq!(res.hits[0].page, 0);
 }
