@@ -286,13 +286,9 @@ const char* const k_doc_columns =
     "SELECT d.id, d.uri, d.content_hash, d.mtime_ns, d.size, d.collection, d.metadata, "
     "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id), d.chunker FROM documents d ";
 
-}  // namespace
-
-std::optional<document_info> catalog::find_document(const std::string& uri) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stmt s(db_, (std::string(k_doc_columns) + "WHERE d.uri = ?1").c_str());
-    s.bind(1, uri);
-    if (!s.step()) return std::nullopt;
+// The first nine columns, in k_doc_columns' order (every document query starts with them).
+template <typename Stmt>  // catalog::stmt, private to the class
+document_info read_document(Stmt& s) {
     document_info d;
     d.id = s.i64(0);
     d.uri = s.text(1);
@@ -306,6 +302,16 @@ std::optional<document_info> catalog::find_document(const std::string& uri) {
     return d;
 }
 
+}  // namespace
+
+std::optional<document_info> catalog::find_document(const std::string& uri) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stmt s(db_, (std::string(k_doc_columns) + "WHERE d.uri = ?1").c_str());
+    s.bind(1, uri);
+    if (!s.step()) return std::nullopt;
+    return read_document(s);
+}
+
 std::vector<document_info> catalog::list_documents(const std::string& uri_prefix) {
     std::lock_guard<std::mutex> lock(mu_);
     // substr() rather than LIKE: '%' and '_' in paths are not wildcards.
@@ -315,17 +321,7 @@ std::vector<document_info> catalog::list_documents(const std::string& uri_prefix
     s.bind(1, uri_prefix);
     std::vector<document_info> out;
     while (s.step()) {
-        document_info d;
-        d.id = s.i64(0);
-        d.uri = s.text(1);
-        d.content_hash = s.text(2);
-        d.mtime_ns = s.i64(3);
-        d.size = s.i64(4);
-        d.collection = s.text(5);
-        d.metadata = s.text(6);
-        d.n_chunks = s.i64(7);
-        d.chunker = s.text(8);
-        out.push_back(std::move(d));
+        out.push_back(read_document(s));
     }
     return out;
 }
@@ -608,16 +604,7 @@ std::vector<document_info> catalog::list_documents(const search_filter& f) {
     bind_filter(s, f);
     std::vector<document_info> out;
     while (s.step()) {
-        document_info d;
-        d.id = s.i64(0);
-        d.uri = s.text(1);
-        d.content_hash = s.text(2);
-        d.mtime_ns = s.i64(3);
-        d.size = s.i64(4);
-        d.collection = s.text(5);
-        d.metadata = s.text(6);
-        d.n_chunks = s.i64(7);
-        d.chunker = s.text(8);
+        document_info d = read_document(s);
         d.n_kv_chunks = s.i64(9);
         d.kind = s.text(10);
         out.push_back(std::move(d));
