@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/tokenizer/unicode.h"
 #include "core/util/error.h"
 #include "retrieval/extract/extractors.h"
 
@@ -118,22 +119,9 @@ size_t find_invalid_utf8(std::string_view s) {
 }
 
 void append_utf8(uint32_t cp, std::string& out) {
+    // NUL, surrogates and values past U+10FFFF have no place in extracted text: U+FFFD instead.
     if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    unicode::utf8_append(out, cp);
 }
 
 void text_builder::open_section() {
