@@ -89,7 +89,10 @@ for ((r = 1; r <= rounds; ++r)); do
   job b > "$work/job2.log" 2>&1 & p2=$!
   sleep "$((RANDOM % 30 / 10)).$((RANDOM % 10))"
   for p in $p1 $p2; do
-    if ((RANDOM % 3 != 0)) && kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null; then
+    # The job is a subshell whose child is the CLI: kill the CLI itself (killing only the subshell
+    # left it running as an orphan that wrote after the resume run, e.g. a late --remove).
+    if ((RANDOM % 3 != 0)) && kill -0 "$p" 2>/dev/null &&
+      { pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; }; then
       kills=$((kills + 1))
     fi
   done
