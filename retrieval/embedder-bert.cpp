@@ -32,11 +32,11 @@ constexpr const char* k_default_file = "all-MiniLM-L6-v2-f16.gguf";
 
 class bert_embedder final : public embedder {
 public:
-    bert_embedder(const std::string& path, int32_t n_threads)
+    bert_embedder(const std::string& path, std::shared_ptr<backend> be)
         : file_(gguf_file::open(path)),
           tok_(wordpiece_tokenizer::from_gguf(*file_)),
           model_(file_),
-          pool_(n_threads > 0 ? n_threads : default_thread_count()) {
+          be_(std::move(be)) {
         const bert_hparams& hp = model_.hparams();
         if (file_->get_string("cacheblend.embedder.pooling").value_or("mean") != "mean") {
             throw error(status::unsupported, fmt("embedder: %s: only mean pooling is supported",
@@ -81,7 +81,7 @@ public:
         auto flush = [&] {
             if (batch.empty()) return;
             vecs.resize(batch.size() * size_t(E));
-            model_.encode_mean(pool_, batch, vecs.data(), normalize_);
+            model_.encode_mean(*be_, batch, vecs.data(), normalize_);
             for (size_t i = 0; i < batch.size(); ++i) {
                 float* o = out.data() + owners[i].text * size_t(E);
                 const float* v = vecs.data() + i * size_t(E);
@@ -129,8 +129,8 @@ private:
     std::shared_ptr<const gguf_file> file_;
     wordpiece_tokenizer tok_;
     bert_model model_;
-    thread_pool pool_;
-    std::mutex mu_;
+    std::shared_ptr<backend> be_;  // the runtime's CPU backend (its thread pool), or our own
+    std::mutex mu_;                // one batch at a time on be_ and model_'s scratch
     bool normalize_ = true;
     int32_t window_ = 254;
     std::string id_;
@@ -144,7 +144,15 @@ std::string default_embedder_path() {
 }
 
 std::unique_ptr<embedder> load_bert_embedder(const std::string& path, int32_t n_threads) {
-    return std::make_unique<bert_embedder>(path, n_threads);
+    return load_bert_embedder(
+        path, std::shared_ptr<backend>(open_backend("cpu", n_threads > 0 ? n_threads
+                                                                           : default_thread_count())));
+}
+
+std::unique_ptr<embedder> load_bert_embedder(const std::string& path,
+                                             std::shared_ptr<backend> be) {
+    if (!be) throw error(status::invalid_arg, "embedder: no backend");
+    return std::make_unique<bert_embedder>(path, std::move(be));
 }
 
 }  // namespace cacheblend

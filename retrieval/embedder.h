@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/backend.h"
+
 namespace cacheblend {
 
 class embedder {
@@ -25,7 +27,11 @@ public:
 // ${CBL_EMBED_MODEL} or ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/<default embedder file>
 std::string default_embedder_path();
 
-// Loads the BERT embedder from a GGUF converted by scripts/convert-embedder.py.
+// Loads the BERT embedder from a GGUF converted by scripts/convert-embedder.py; it runs on a CPU
+// backend of its own with n_threads (0: default_thread_count()).
 std::unique_ptr<embedder> load_bert_embedder(const std::string& path, int32_t n_threads = 0);
+// The same on a given host-memory backend (the runtime's), shared with its owner: the embedder
+// runs one batch at a time on it.
+std::unique_ptr<embedder> load_bert_embedder(const std::string& path, std::shared_ptr<backend> be);
 
 }  // namespace cacheblend

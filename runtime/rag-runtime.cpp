@@ -79,6 +79,9 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     rt->dir_ = p.data_dir.empty() ? default_data_dir() : p.data_dir;
     if (p.must_exist) require_data_dir(rt->dir_);
     rt->n_threads_ = p.n_threads > 0 ? p.n_threads : default_thread_count();
+    check_device(p.device);  // before loading anything: a wrong device fails fast
+    rt->device_ = p.device.empty() ? "cpu" : p.device;
+    rt->host_ = open_backend("cpu", rt->n_threads_);
     rt->llm_ = load_model_or_default(p.model_path);
     if (rt->llm_->vocab_only()) {
         throw error(status::invalid_arg, "runtime: the model file has no weights (vocabulary only)");
@@ -91,9 +94,9 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     if (p.no_embedder) {
         rt->notice_ = "no embedder requested: BM25 only, dense search disabled";
     } else if (!p.embedder_path.empty()) {
-        cp.emb = load_bert_embedder(p.embedder_path, rt->n_threads_);  // explicit: must load
+        cp.emb = load_bert_embedder(p.embedder_path, rt->host_);  // explicit: must load
     } else if (const std::string path = default_embedder_path(); is_regular_file(path)) {
-        cp.emb = load_bert_embedder(path, rt->n_threads_);
+        cp.emb = load_bert_embedder(path, rt->host_);
     } else {
         rt->notice_ = "embedder not found at " + path +
                       " (set CBL_EMBED_MODEL): BM25 only, dense search disabled";
@@ -153,6 +156,7 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
             if (!precompute_engine_) {
                 session_params sp;
                 sp.n_threads = n_threads_;
+                sp.device = device_;
                 sp.n_ctx = std::min(llm_->hparams().n_ctx_train, 8192);
                 precompute_session_ = std::make_unique<session>(llm_, sp);
                 precompute_engine_ = std::make_unique<blend_engine>(*precompute_session_, kv_);

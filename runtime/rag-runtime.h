@@ -32,6 +32,7 @@ struct rag_runtime_params {
     std::string data_dir;       // empty: default_data_dir()
     uint64_t kv_budget_bytes = 0;  // 0: the store's default (8 GiB)
     int32_t n_threads = 0;      // 0: default_thread_count()
+    std::string device;         // sessions' backend device ("cpu" when empty, "cuda:0")
     // Read-only front ends (search, listing): fail with status::io when data_dir holds no
     // catalog, instead of creating an empty data directory under a mistyped name.
     bool must_exist = false;
@@ -60,6 +61,7 @@ public:
     const std::shared_ptr<kv_store>& kv() const { return kv_; }
     corpus& docs() { return *docs_; }
     int32_t n_threads() const { return n_threads_; }
+    const std::string& device() const { return device_; }
     const std::string& data_dir() const { return dir_; }
     // Why dense retrieval is off; empty when an embedder is loaded.
     const std::string& notice() const { return notice_; }
@@ -91,6 +93,10 @@ private:
     std::unique_ptr<corpus> docs_;
     std::string notice_;
     int32_t n_threads_ = 0;
+    std::string device_;
+    // The runtime's CPU backend and thread pool: the embedder runs on it (sessions have their own,
+    // on device_, since requests run in parallel).
+    std::shared_ptr<backend> host_;
     uint64_t kv_budget_bytes_ = 0;
     std::atomic<uint64_t> interrupt_epoch_{0};
     // Eager precompute runs inside ingest (already serialized); its session is made on first use.

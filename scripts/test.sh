@@ -50,7 +50,8 @@ run_ctest build
 
 # ---- CUDA backend (kernels/cuda): where nvcc is installed, prove the CUDA code compiles and ----
 # links (build-cuda/: the library and two tests only), then run test_backend_ops, which skips
-# (exit 77) without a GPU, and test_cuda_backend_errors (a missing device is a clean status).
+# (exit 77) without a GPU, test_cuda_backend_errors (a missing device is a clean status) and
+# test_backend_registry (no GPU: 0 CUDA devices listed, "cuda:0" a clear CBL_DEVICE error).
 # The device math is tested on the host by every build (test_cuda_device_math). A fresh
 # build-cuda/ costs about 4 minutes on 2 busy cores; a rebuild with nothing changed, 2 seconds.
 nvcc_bin=/usr/local/cuda/bin/nvcc
@@ -59,10 +60,10 @@ if [[ -n $nvcc_bin ]]; then
   phase "build (CUDA backend, build-cuda/: library + backend tests)"
   BUILD_DIR=build-cuda bash scripts/build.sh -DCBL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin" \
     -DCBL_BUILD_TESTS=ON -DCBL_BUILD_SAMPLES=OFF -DCBL_BUILD_BENCH=OFF \
-    -- cacheblend test_backend_ops test_cuda_backend_errors
+    -- cacheblend test_backend_ops test_cuda_backend_errors test_backend_registry
   phase "ctest (CUDA backend; test_backend_ops is skipped without a GPU)"
   ctest --test-dir build-cuda --output-on-failure --no-tests=error \
-    -R '^(test_backend_ops|test_cuda_backend_errors)$'
+    -R '^(test_backend_ops|test_cuda_backend_errors|test_backend_registry)$'
 fi
 
 # ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----

@@ -17,12 +17,13 @@ namespace {
 }  // namespace
 
 void check_device(const char* fn, const char* device) {
-    if (!device || !*device || std::strcmp(device, "cpu") == 0) return;
-    if (std::strncmp(device, "cuda", 4) == 0) {
-        throw error(status::unsupported, std::string(fn) + ": device '" + device +
-                                             "': this build has no CUDA backend (CBL_CUDA=OFF)");
+    // The backend registry decides (core/engine/backend.h): a build without CUDA says so, a CUDA
+    // build on a machine without a GPU says the device is missing.
+    try {
+        cacheblend::check_device(device ? device : "");
+    } catch (const error& e) {
+        throw error(e.code(), std::string(fn) + ": " + e.what());
     }
-    bad(fn, std::string("unknown device '") + device + "' (expected \"cpu\" or \"cuda:N\")");
 }
 
 search_mode to_search_mode(const char* fn, int32_t mode) {

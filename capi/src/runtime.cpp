@@ -126,6 +126,7 @@ cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_
         rp.kv_budget_bytes = p.kv_budget_bytes;
         rp.n_threads = p.n_threads;
         rp.must_exist = p.must_exist;
+        if (p.device) rp.device = p.device;
         auto h = std::make_unique<cbl_runtime>();
         h->rt = cacheblend::rag_runtime::open(rp);
         *out_runtime = h.release();

@@ -9,6 +9,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
+#include "core/engine/backend.h"
 #include "core/util/error.h"
 
 using cacheblend::capi::busy_error;
@@ -21,13 +22,14 @@ namespace {
 
 cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model> m,
                         std::shared_ptr<cacheblend::kv_store> kv, int32_t runtime_threads,
-                        std::shared_ptr<cacheblend::rag_runtime> rt,
+                        const std::string& device, std::shared_ptr<cacheblend::rag_runtime> rt,
                         const cbl_session_params* params, cbl_session** out) {
     cbl_session_params p;
     if (cbl_status s = read_params(fn, params, &p, cbl_session_params_init)) return s;
     cacheblend::session_params sp;
     cacheblend::blend_params bp;
     cacheblend::capi::to_core(fn, p, *m, runtime_threads, &sp, &bp);
+    sp.device = device;
     auto h = std::make_unique<cbl_session>();
     h->rt = std::move(rt);
     h->s = std::make_unique<cacheblend::rag_session>(std::move(m), std::move(kv), sp, bp);
@@ -75,7 +77,8 @@ cbl_status cbl_session_create(cbl_runtime* runtime, const cbl_session_params* pa
             return invalid(cbl_fn, "runtime and out_session are required");
         }
         const auto& rt = runtime->rt;
-        return make_session(cbl_fn, rt->llm(), rt->kv(), rt->n_threads(), rt, params, out_session);
+        return make_session(cbl_fn, rt->llm(), rt->kv(), rt->n_threads(), rt->device(), rt, params,
+                            out_session);
     });
 }
 
@@ -85,8 +88,8 @@ cbl_status cbl_session_create_with(cbl_model* model, cbl_kvstore* store,
     return CBL_API_GUARD({
         if (!model || !out_session) return invalid(cbl_fn, "model and out_session are required");
         if (model->m->vocab_only()) return invalid(cbl_fn, "the model was loaded vocabulary-only");
-        return make_session(cbl_fn, model->m, store ? store->kv : nullptr, 0, nullptr, params,
-                            out_session);
+        return make_session(cbl_fn, model->m, store ? store->kv : nullptr, 0, "cpu", nullptr,
+                            params, out_session);
     });
 }
 
@@ -280,8 +283,28 @@ cbl_status cbl_answer_top_logprob(const cbl_answer* answer, size_t i, int32_t* o
 
 void cbl_answer_free(cbl_answer* answer) { delete answer; }
 
-int32_t cbl_device_count(void) { return 1; }
+namespace {
 
-const char* cbl_device_name(int32_t i) { return i == 0 ? "cpu" : nullptr; }
+// The devices of the built backends on this machine, listed once: they do not change while the
+// process runs, and the names must stay valid (static strings for the caller).
+const std::vector<std::string>& devices() noexcept {
+    static const std::vector<std::string> list = [] {
+        try {
+            return cacheblend::backend_devices();
+        } catch (...) {
+            return std::vector<std::string>{"cpu"};  // listing failed: the CPU is always there
+        }
+    }();
+    return list;
+}
+
+}  // namespace
+
+int32_t cbl_device_count(void) { return static_cast<int32_t>(devices().size()); }
+
+const char* cbl_device_name(int32_t i) {
+    if (i < 0 || static_cast<size_t>(i) >= devices().size()) return nullptr;
+    return devices()[static_cast<size_t>(i)].c_str();
+}
 
 }  // extern "C"

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "capi/src/guard.h"
-#include "kernels/cpu/cpu-features.h"
+#include "kernels/backend-registry.h"
 
 namespace cacheblend::capi {
 namespace {
@@ -54,9 +54,11 @@ int32_t cbl_version_number(void) { return CBL_VERSION_NUMBER; }
 const char* cbl_version_string(void) { return CBL_VERSION_STRING; }
 
 const char* cbl_build_info(void) {
-    static const std::string info = std::string("cpu_isa=") +
-                                    cacheblend::cpu_isa_name(cacheblend::cpu_isa_detected()) +
-                                    " mimalloc=" + (CBL_USE_MIMALLOC ? "1" : "0") + " cuda=0";
+    static const std::string info = [] {
+        const cacheblend::backend_build_facts b = cacheblend::backend_build_info();
+        return "cpu_isa=" + b.cpu_isa + " mimalloc=" + (CBL_USE_MIMALLOC ? "1" : "0") +
+               " cuda=" + (b.cuda ? "1" : "0");
+    }();
     return info.c_str();
 }
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 namespace {
@@ -20,6 +20,7 @@ float random_score(uint64_t x) {
 
 // Adds each candidate's deviation of fresh vs cached rows to total[i]. Cached rows are scored as
 // f16 (K is rounded for it: the ranking does not need more), gathered next to their fresh rows.
+// `fresh` is the forward pass's buffer (backend memory): its rows come out through the backend.
 void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>& cand,
                    const float* fresh, const uint16_t* cached_v, const float* cached_k,
                    select_scratch* s, std::vector<float>* total) {
@@ -29,7 +30,7 @@ void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>
         const int64_t c = cand[static_cast<size_t>(i)];
         const int64_t r =
             (*a.reused_index)[static_cast<size_t>((*a.active)[static_cast<size_t>(c)])];
-        std::memcpy(s->fresh.data() + i * kd, fresh + c * kd,
+        be.download(s->fresh.data() + i * kd, fresh + c * kd,
                     static_cast<size_t>(kd) * sizeof(float));
         if (cached_v) {
             std::memcpy(s->cached.data() + i * kd, cached_v + r * kd,

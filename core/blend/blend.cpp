@@ -1,6 +1,5 @@
 #include "core/blend/blend.h"
 
-#include <cstring>
 #include <optional>
 
 // calibration.h (via file-io.h's struct aligned_free) before kernels/memory.h's function of that
@@ -190,10 +189,12 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
     const size_t layer_elems = static_cast<size_t>(nc * kd);
     std::vector<float> kbuf(layer_elems * static_cast<size_t>(hp.n_layer));
     std::vector<float> vbuf(layer_elems * static_cast<size_t>(hp.n_layer));
+    // k and v are the forward pass's buffers (backend memory): copied out through the backend.
+    backend& be = s_.get_backend();
     auto capture = [&](int l, const float* k, const float* v, int64_t) {
         const size_t off = static_cast<size_t>(l) * layer_elems;
-        std::memcpy(kbuf.data() + off, k + np * kd, layer_elems * sizeof(float));
-        std::memcpy(vbuf.data() + off, v + np * kd, layer_elems * sizeof(float));
+        be.download(kbuf.data() + off, k + np * kd, layer_elems * sizeof(float));
+        be.download(vbuf.data() + off, v + np * kd, layer_elems * sizeof(float));
     };
     I.fwd->run(*I.pre_cache, tokens.data(), pos.data(), n, n, nullptr, capture);
     auto w = store_->create(key, meta_of(static_cast<int32_t>(nc)), chunk);

@@ -1,86 +1,27 @@
-// The compute backend interface the engine runs on. The CPU backend (kernels/cpu/backend-cpu.cpp)
-// is the reference; a CUDA backend implements the same ops on device memory. Pointers passed to
-// ops are backend memory (from alloc()); for the CPU backend that is ordinary host memory.
+// The engine's side of the compute backends (docs/ARCHITECTURE.md, 'Backends'): the interface is
+// kernels/backend.h (neutral: no backend included); the engine opens a backend by device name
+// from the registry (kernels/backend-registry.h), wrapped so its kernel errors arrive as
+// cacheblend::error like every other error of the library.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "kernels/cpu/blend-ops.h"
-#include "kernels/cpu/ops.h"
+#include "kernels/backend.h"
 
 namespace cacheblend {
 
-class backend {
-public:
-    virtual ~backend() = default;
-    virtual const char* name() const = 0;
-    virtual int n_threads() const = 0;
+// The backend of `device` ("cpu", "cuda:0"; empty means "cpu") on n_threads host threads.
+// Throws error: invalid_arg for a malformed or unknown name, unsupported for a backend this build
+// lacks (CBL_CUDA=OFF), device for a device the machine does not have.
+std::unique_ptr<backend> open_backend(const std::string& device, int n_threads);
+std::unique_ptr<backend> create_cpu_backend(int n_threads);  // open_backend("cpu", n_threads)
 
-    // ---- memory ----
-    virtual void* alloc(size_t bytes) = 0;  // 64-byte aligned; throws status::nomem / device
-    virtual void free(void* p) noexcept = 0;
-    virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
-    virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
-    virtual void synchronize() = 0;
+// The checks of open_backend without opening anything (for parameters read before a session).
+void check_device(const std::string& device);
 
-    // ---- ops (semantics as in kernels/cpu/ops.h) ----
-    virtual void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
-                        int64_t ldy, const float* bias) = 0;
-    virtual void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
-                          int64_t ldy) = 0;
-    virtual void rms_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
-                          float eps, float* y, int64_t ldy) = 0;
-    virtual void rope(float* x, int64_t m, int64_t ldx, int n_head, int head_dim,
-                      const int32_t* pos, const rope_params& p) = 0;
-    virtual void store_rows_f16(const float* src, int64_t m, int64_t n, int64_t ldsrc,
-                                const int32_t* pos, uint16_t* cache, int64_t ld_cache) = 0;
-    virtual void attention(const attention_args& a) = 0;
-    virtual void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
-                        float* out) = 0;
-    virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
-
-    // ---- blending (kernels/cpu/blend-ops.h) ----
-    virtual void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n,
-                             int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
-                             const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
-                             int64_t ld_cache) = 0;
-    virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
-                              int64_t ld_cached, int64_t n, int64_t width, float* d) = 0;
-};
-
-std::unique_ptr<backend> create_cpu_backend(int n_threads);
-
-// A buffer owned by a backend, freed on destruction.
-class backend_buffer {
-public:
-    backend_buffer() = default;
-    backend_buffer(backend& be, size_t bytes) : be_(&be), p_(be.alloc(bytes)), bytes_(bytes) {}
-    ~backend_buffer() { reset(); }
-    backend_buffer(backend_buffer&& o) noexcept : be_(o.be_), p_(o.p_), bytes_(o.bytes_) {
-        o.p_ = nullptr;
-    }
-    backend_buffer& operator=(backend_buffer&& o) noexcept {
-        if (this != &o) {
-            reset();
-            be_ = o.be_; p_ = o.p_; bytes_ = o.bytes_;
-            o.p_ = nullptr;
-        }
-        return *this;
-    }
-    void reset() noexcept {
-        if (p_) be_->free(p_);
-        p_ = nullptr;
-        bytes_ = 0;
-    }
-    template <typename T> T* as() const noexcept { return static_cast<T*>(p_); }
-    size_t size() const noexcept { return bytes_; }
-
-private:
-    backend* be_ = nullptr;
-    void* p_ = nullptr;
-    size_t bytes_ = 0;
-};
+// Every device of the built backends on this machine: "cpu" first, then "cuda:0", ...
+std::vector<std::string> backend_devices();
 
 }  // namespace cacheblend

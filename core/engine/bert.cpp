@@ -6,8 +6,7 @@
 #include <string>
 
 #include "core/util/error.h"
-#include "kernels/cpu/encoder-ops.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 
@@ -31,9 +30,16 @@ struct bert_model::impl {
     // f32 copies of f16 vectors (moving a vector keeps its buffer, so pointers stay valid).
     std::vector<std::vector<float>> converted;
 
-    // Scratch, grown to the largest batch seen.
-    std::vector<float> x, q, k, v, att, tmp, ff;
+    // Scratch, grown to the largest batch seen. type_rows: type0 repeated once per row, so the
+    // backend's add_rows adds it (the same float additions as a per-row loop).
+    std::vector<float> x, q, k, v, att, tmp, ff, type_rows;
     std::vector<int32_t> ids, pos, seq_start;
+
+    void pack(const std::vector<std::vector<int32_t>>& seqs);
+    void grow(int64_t T);
+    void embed(backend& be, int64_t T);
+    void run_layer(backend& be, const bert_layer& L, const encoder_attention_args& aa, int64_t T);
+    void mean_pool(int n_seq, float* out, bool normalize) const;
 };
 
 bert_model::bert_model(std::shared_ptr<const gguf_file> file) : impl_(std::make_unique<impl>()) {
@@ -146,17 +152,11 @@ bert_model::~bert_model() = default;
 
 const bert_hparams& bert_model::hparams() const { return impl_->hp; }
 
-void bert_model::encode_mean(thread_pool& pool, const std::vector<std::vector<int32_t>>& seqs,
-                             float* out, bool normalize) {
-    impl& m = *impl_;
-    const bert_hparams& hp = m.hp;
-    const int64_t E = hp.n_embd, F = hp.n_ff;
-    const int n_seq = int(seqs.size());
-    if (n_seq == 0) return;
-
-    m.ids.clear();
-    m.pos.clear();
-    m.seq_start.assign(1, 0);
+// Token ids back to back, their positions within their sequence, and where each sequence starts.
+void bert_model::impl::pack(const std::vector<std::vector<int32_t>>& seqs) {
+    ids.clear();
+    pos.clear();
+    seq_start.assign(1, 0);
     for (const auto& s : seqs) {
         if (s.empty() || int64_t(s.size()) > hp.n_ctx) {
             throw error(status::invalid_arg, fmt("bert: sequence of %zu tokens (1..%d allowed)",
@@ -166,35 +166,96 @@ void bert_model::encode_mean(thread_pool& pool, const std::vector<std::vector<in
             if (s[i] < 0 || s[i] >= hp.n_vocab) {
                 throw error(status::invalid_arg, fmt("bert: token id %d out of range", s[i]));
             }
-            m.ids.push_back(s[i]);
-            m.pos.push_back(int32_t(i));
+            ids.push_back(s[i]);
+            pos.push_back(int32_t(i));
         }
-        m.seq_start.push_back(int32_t(m.ids.size()));
+        seq_start.push_back(int32_t(ids.size()));
     }
-    const int64_t T = int64_t(m.ids.size());
-    auto grow = [](std::vector<float>& v, int64_t n) {
+}
+
+void bert_model::impl::grow(int64_t T) {
+    const int64_t E = hp.n_embd;
+    auto grow_to = [](std::vector<float>& v, int64_t n) {
         if (int64_t(v.size()) < n) v.resize(size_t(n));
     };
-    grow(m.x, T * E);
-    grow(m.q, T * E);
-    grow(m.k, T * E);
-    grow(m.v, T * E);
-    grow(m.att, T * E);
-    grow(m.tmp, T * E);
-    grow(m.ff, T * F);
-    float *x = m.x.data(), *tmp = m.tmp.data();
-
-    // Embeddings: word + position + token type 0, then LayerNorm.
-    get_rows(pool, m.tok_embd, m.ids.data(), T, x, E);
-    get_rows(pool, m.pos_embd, m.pos.data(), T, tmp, E);
-    add_rows(pool, x, tmp, T, E, E);
-    pool.parallel_for(T, 64, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-            for (int64_t j = 0; j < E; ++j) x[i * E + j] += m.type0[size_t(j)];
+    for (std::vector<float>* b : {&x, &q, &k, &v, &att, &tmp}) grow_to(*b, T * E);
+    grow_to(ff, T * hp.n_ff);
+    const int64_t have = int64_t(type_rows.size()) / E;
+    if (have < T) {
+        type_rows.resize(size_t(T * E));
+        for (int64_t i = have; i < T; ++i) {
+            std::copy(type0.begin(), type0.end(), type_rows.begin() + i * E);
         }
-    });
-    layer_norm(pool, x, T, E, E, m.embd_ln_w, m.embd_ln_b, hp.eps, x, E);
+    }
+}
 
+// Embeddings: word + position + token type 0, then LayerNorm.
+void bert_model::impl::embed(backend& be, int64_t T) {
+    const int64_t E = hp.n_embd;
+    be.get_rows(tok_embd, ids.data(), T, x.data(), E);
+    be.get_rows(pos_embd, pos.data(), T, tmp.data(), E);
+    be.add_rows(x.data(), tmp.data(), T, E, E);
+    be.add_rows(x.data(), type_rows.data(), T, E, E);
+    be.layer_norm(x.data(), T, E, E, embd_ln_w, embd_ln_b, hp.eps, x.data(), E);
+}
+
+void bert_model::impl::run_layer(backend& be, const bert_layer& L,
+                                 const encoder_attention_args& aa, int64_t T) {
+    const int64_t E = hp.n_embd, F = hp.n_ff;
+    float* h = x.data();
+    float* t = tmp.data();
+    be.matmul(L.q, h, T, E, q.data(), E, L.bq);
+    be.matmul(L.k, h, T, E, k.data(), E, L.bk);
+    be.matmul(L.v, h, T, E, v.data(), E, L.bv);
+    be.encoder_attention(aa);
+    be.matmul(L.o, att.data(), T, E, t, E, L.bo);
+    be.add_rows(t, h, T, E, E);
+    be.layer_norm(t, T, E, E, L.ln1_w, L.ln1_b, hp.eps, h, E);
+    be.matmul(L.up, h, T, E, ff.data(), F, L.bup);
+    be.gelu_erf(ff.data(), T, F, F);
+    be.matmul(L.down, ff.data(), T, F, t, E, L.bdown);
+    be.add_rows(t, h, T, E, E);
+    be.layer_norm(t, T, E, E, L.ln2_w, L.ln2_b, hp.eps, h, E);
+}
+
+// Mean pooling over every token of the sequence ([CLS] and [SEP] included, as the attention
+// mask covers them), then L2 normalization. A few additions per element of x: no thread pool.
+void bert_model::impl::mean_pool(int n_seq, float* out, bool normalize) const {
+    const int64_t E = hp.n_embd;
+    std::vector<double> acc(static_cast<size_t>(E));
+    for (int64_t s = 0; s < n_seq; ++s) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        const int64_t r0 = seq_start[size_t(s)], r1 = seq_start[size_t(s) + 1];
+        for (int64_t r = r0; r < r1; ++r) {
+            for (int64_t j = 0; j < E; ++j) acc[size_t(j)] += x[size_t(r * E + j)];
+        }
+        double norm = 0;
+        for (int64_t j = 0; j < E; ++j) {
+            acc[size_t(j)] /= double(r1 - r0);
+            norm += acc[size_t(j)] * acc[size_t(j)];
+        }
+        // torch.nn.functional.normalize's eps keeps an all-zero vector at zero.
+        const double inv = normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
+        for (int64_t j = 0; j < E; ++j) out[s * E + j] = float(acc[size_t(j)] * inv);
+    }
+}
+
+void bert_model::encode_mean(backend& be, const std::vector<std::vector<int32_t>>& seqs,
+                             float* out, bool normalize) {
+    if (!be.host_memory()) {
+        throw error(status::unsupported, fmt("bert: backend '%s': the encoder's weights and "
+                                             "scratch are host memory (use the cpu backend)",
+                                             be.name()));
+    }
+    impl& m = *impl_;
+    const int n_seq = int(seqs.size());
+    if (n_seq == 0) return;
+    m.pack(seqs);
+    const int64_t T = int64_t(m.ids.size());
+    m.grow(T);
+    m.embed(be, T);
+
+    const int64_t E = m.hp.n_embd;
     encoder_attention_args aa;
     aa.q = m.q.data();
     aa.k = m.k.data();
@@ -202,45 +263,12 @@ void bert_model::encode_mean(thread_pool& pool, const std::vector<std::vector<in
     aa.q_stride = aa.kv_stride = aa.out_stride = E;
     aa.seq_start = m.seq_start.data();
     aa.n_seq = n_seq;
-    aa.n_head = hp.n_head;
-    aa.head_dim = int(E / hp.n_head);
+    aa.n_head = m.hp.n_head;
+    aa.head_dim = int(E / m.hp.n_head);
     aa.scale = 1.f / std::sqrt(float(aa.head_dim));
     aa.out = m.att.data();
-    for (const bert_layer& L : m.layers) {
-        matmul(pool, L.q, x, T, E, m.q.data(), E, L.bq);
-        matmul(pool, L.k, x, T, E, m.k.data(), E, L.bk);
-        matmul(pool, L.v, x, T, E, m.v.data(), E, L.bv);
-        encoder_attention(pool, aa);
-        matmul(pool, L.o, m.att.data(), T, E, tmp, E, L.bo);
-        add_rows(pool, tmp, x, T, E, E);
-        layer_norm(pool, tmp, T, E, E, L.ln1_w, L.ln1_b, hp.eps, x, E);
-        matmul(pool, L.up, x, T, E, m.ff.data(), F, L.bup);
-        gelu_erf(pool, m.ff.data(), T, F, F);
-        matmul(pool, L.down, m.ff.data(), T, F, tmp, E, L.bdown);
-        add_rows(pool, tmp, x, T, E, E);
-        layer_norm(pool, tmp, T, E, E, L.ln2_w, L.ln2_b, hp.eps, x, E);
-    }
-
-    // Mean pooling over every token of the sequence ([CLS] and [SEP] included, as the attention
-    // mask covers them), then L2 normalization.
-    pool.parallel_for(n_seq, 1, [&](int64_t b, int64_t e) {
-        std::vector<double> acc(static_cast<size_t>(E));
-        for (int64_t s = b; s < e; ++s) {
-            std::fill(acc.begin(), acc.end(), 0.0);
-            const int64_t r0 = m.seq_start[size_t(s)], r1 = m.seq_start[size_t(s) + 1];
-            for (int64_t r = r0; r < r1; ++r) {
-                for (int64_t j = 0; j < E; ++j) acc[size_t(j)] += x[r * E + j];
-            }
-            double norm = 0;
-            for (int64_t j = 0; j < E; ++j) {
-                acc[size_t(j)] /= double(r1 - r0);
-                norm += acc[size_t(j)] * acc[size_t(j)];
-            }
-            // torch.nn.functional.normalize's eps keeps an all-zero vector at zero.
-            const double inv = normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
-            for (int64_t j = 0; j < E; ++j) out[s * E + j] = float(acc[size_t(j)] * inv);
-        }
-    });
+    for (const bert_layer& L : m.layers) m.run_layer(be, L, aa, T);
+    m.mean_pool(n_seq, out, normalize);
 }
 
 }  // namespace cacheblend

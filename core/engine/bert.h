@@ -1,4 +1,4 @@
-// BERT encoder on our CPU kernels (sentence embedders: all-MiniLM-L6-v2 class), loaded from the
+// BERT encoder on a compute backend (sentence embedders: all-MiniLM-L6-v2 class), loaded from the
 // GGUF written by scripts/convert-embedder.py (llama.cpp's BERT tensor names). Sequences are
 // packed back to back (no padding): the matmuls see every token of the batch as one matrix and
 // attention runs per sequence, which is what a padded batch with an attention mask computes.
@@ -8,9 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/engine/backend.h"
 #include "core/model/gguf.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cpu/thread-pool.h"
 
 namespace cacheblend {
 
@@ -37,7 +36,9 @@ public:
     // Runs the encoder over `seqs` (token ids with [CLS]/[SEP] already added, each 1..n_ctx long,
     // token type 0) and writes the mean of each sequence's last hidden states to
     // out[s * n_embd ..]; L2-normalized when `normalize`. Not thread-safe (scratch buffers).
-    void encode_mean(thread_pool& pool, const std::vector<std::vector<int32_t>>& seqs, float* out,
+    // The ops run on `be` (its thread pool); the weights and scratch are host memory, so `be`
+    // must be a host-memory backend (the CPU): status::unsupported otherwise.
+    void encode_mean(backend& be, const std::vector<std::vector<int32_t>>& seqs, float* out,
                      bool normalize);
 
 private:

@@ -117,13 +117,14 @@ void forward_engine::logits(int64_t row, float* out) {
 }
 
 void forward_engine::compact_rows(const int32_t* keep, int64_t m) {
-    // Row moves are backend memory copies; on the CPU backend they are plain memmoves.
+    // Row moves are backend copies (device memory on a GPU). keep is ascending, so a moved row's
+    // source (keep[i] > i) and destination are distinct rows and never overlap.
     const model_hparams& hp = m_.hparams();
     auto move_rows = [&](float* base, int64_t width) {
         for (int64_t i = 0; i < m; ++i) {
             if (keep[i] != i) {
-                std::memmove(base + i * width, base + keep[i] * width,
-                             static_cast<size_t>(width) * sizeof(float));
+                be_.copy(base + i * width, base + keep[i] * width,
+                         static_cast<size_t>(width) * sizeof(float));
             }
         }
     };

@@ -22,6 +22,7 @@ struct session_params {
     int32_t n_ctx = 0;      // 0: min(model's training context, 8192)
     int32_t n_threads = 0;  // 0: default_thread_count()
     int32_t n_batch = 512;  // prefill micro-batch rows
+    std::string device;     // the backend's device from the registry: "cpu" (empty), "cuda:0"
 };
 
 struct generation_params {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/util/private-path.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 
 // Payload rows (f16, int8) are stored in host order; header fields are encoded explicitly.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "kv files assume a little-endian host");

@@ -9,7 +9,7 @@
 
 #include "core/model/model-registry.h"
 #include "core/util/error.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 namespace {

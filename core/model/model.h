@@ -11,7 +11,7 @@
 #include "core/model/gguf.h"
 #include "core/prompt/chat-template.h"
 #include "core/tokenizer/tokenizer.h"
-#include "kernels/cpu/ops.h"
+#include "kernels/ops-types.h"
 
 namespace cacheblend {
 

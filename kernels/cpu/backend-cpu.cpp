@@ -1,7 +1,12 @@
 // The CPU backend: host memory and the ops of kernels/cpu/ops.h on our own thread pool.
+#include "kernels/cpu/backend-cpu.h"
+
 #include <cstring>
 
-#include "core/engine/backend.h"
+#include "kernels/cpu/blend-ops.h"
+#include "kernels/cpu/cpu-features.h"
+#include "kernels/cpu/encoder-ops.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/memory.h"
 
 namespace cacheblend {
@@ -12,6 +17,7 @@ public:
     explicit cpu_backend(int n_threads) : pool_(n_threads) {}
     const char* name() const override { return "cpu"; }
     int n_threads() const override { return pool_.size(); }
+    bool host_memory() const override { return true; }
 
     void* alloc(size_t bytes) override { return aligned_malloc(bytes, 64); }
     void free(void* p) noexcept override { aligned_free(p); }
@@ -19,6 +25,7 @@ public:
     void download(void* dst, const void* src, size_t bytes) override {
         std::memcpy(dst, src, bytes);
     }
+    void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void synchronize() override {}
 
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
@@ -59,6 +66,16 @@ public:
                       int64_t ld_cached, int64_t n, int64_t width, float* d) override {
         cacheblend::kv_deviation(pool_, fresh, ld_fresh, cached, ld_cached, n, width, d);
     }
+    void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
+                    const float* beta, float eps, float* y, int64_t ldy) override {
+        cacheblend::layer_norm(pool_, x, m, n, ldx, gamma, beta, eps, y, ldy);
+    }
+    void gelu_erf(float* x, int64_t m, int64_t n, int64_t ld) override {
+        cacheblend::gelu_erf(pool_, x, m, n, ld);
+    }
+    void encoder_attention(const encoder_attention_args& a) override {
+        cacheblend::encoder_attention(pool_, a);
+    }
 
 private:
     thread_pool pool_;
@@ -66,8 +83,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<backend> create_cpu_backend(int n_threads) {
+std::unique_ptr<backend> make_cpu_backend(int n_threads) {
     return std::make_unique<cpu_backend>(n_threads < 1 ? 1 : n_threads);
 }
+
+std::string cpu_isa_name_detected() { return cpu_isa_name(cpu_isa_detected()); }
 
 }  // namespace cacheblend

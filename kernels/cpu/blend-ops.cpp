@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/dtype.h"
+#include "kernels/fp16.h"
 
 #if defined(__x86_64__)
 #define CBL_QUANTS_X86 1
@@ -96,30 +97,8 @@ static_assert(sizeof(block_q5_k) == 176, "q5_k layout");
 static_assert(sizeof(block_q6_k) == 210, "q6_k layout");
 static_assert(sizeof(block_q8_k) == 292, "q8_k layout");
 
-// Exact binary16 -> binary32 (ggml's bit trick; subnormals, inf and NaN included).
-static inline float h2f(uint16_t h) {
-    const uint32_t w = static_cast<uint32_t>(h) << 16;
-    const uint32_t sign = w & 0x80000000u;
-    const uint32_t two_w = w + w;
-    uint32_t u = (two_w >> 4) + (0xe0u << 23);
-    float normalized;
-    std::memcpy(&normalized, &u, 4);
-    normalized *= 0x1.0p-112f;
-    u = (two_w >> 17) | (126u << 23);
-    float denormalized;
-    std::memcpy(&denormalized, &u, 4);
-    denormalized -= 0.5f;
-    uint32_t bits;
-    if (two_w < (1u << 27)) {
-        std::memcpy(&bits, &denormalized, 4);
-    } else {
-        std::memcpy(&bits, &normalized, 4);
-    }
-    bits |= sign;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
+// Exact binary16 -> binary32: the shared definition (kernels/fp16.h), inlined into every ISA's copy.
+static inline float h2f(uint16_t h) { return hd::h2f(h); }
 
 static inline float q8k_d(const block_q8_k* b) {
     float d;

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 #include "kernels/cpu/quants-impl.h"
 
 namespace cacheblend {

@@ -4,7 +4,7 @@
 // kernels/cuda/math/online-softmax.h.
 #pragma once
 
-#include "kernels/cpu/ops.h"
+#include "kernels/ops-types.h"
 #include "kernels/cuda/context.cuh"
 
 namespace cacheblend {

@@ -1,6 +1,6 @@
 // cacheblend::backend on one CUDA device. Ops are queued on the context's stream in call order;
-// upload / download / synchronize order host memory against them. Errors become
-// error(status::device); after a sticky one (the CUDA context is unusable) every later call
+// upload / download / synchronize order host memory against them. Errors are
+// kernel_error(kernel_status::device); after a sticky one (the CUDA context is unusable) every later call
 // fails fast with the first message (docs/ARCHITECTURE.md, 'C ABI').
 #include "kernels/cuda/backend-cuda.h"
 
@@ -24,6 +24,7 @@ public:
 
     const char* name() const override { return name_.c_str(); }
     int n_threads() const override { return 1; }  // host threads: the device does the work
+    bool host_memory() const override { return false; }
 
     void* alloc(size_t bytes) override {
         return run([&] {
@@ -51,6 +52,12 @@ public:
             CBL_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost,
                                            ctx_.stream()));
             ctx_.synchronize();
+        });
+    }
+    void copy(void* dst, const void* src, size_t bytes) override {
+        run([&] {
+            CBL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                           ctx_.stream()));
         });
     }
     void synchronize() override {
@@ -102,25 +109,40 @@ public:
         });
     }
 
+    // The encoder runs on the CPU backend (the runtime's); these are not on the GPU yet.
+    void layer_norm(const float*, int64_t, int64_t, int64_t, const float*, const float*, float,
+                    float*, int64_t) override {
+        not_yet("layer_norm");
+    }
+    void gelu_erf(float*, int64_t, int64_t, int64_t) override { not_yet("gelu_erf"); }
+    void encoder_attention(const encoder_attention_args&) override {
+        not_yet("encoder_attention");
+    }
+
 private:
     // Every entry: refuse after a sticky error, make the device current, and on a device error
     // check whether the context survived (a sticky error is also returned by a stream query).
     template <typename F>
     auto run(F&& f) -> decltype(f()) {
         if (!poisoned_.empty()) {
-            throw error(status::device, "cuda: device unusable after an earlier error: " +
+            throw kernel_error(kernel_status::device, "cuda: device unusable after an earlier error: " +
                                             poisoned_);
         }
         try {
             ctx_.activate();
             return f();
-        } catch (const error& e) {
-            if ((static_cast<int32_t>(e.code()) & 0xff) == static_cast<int32_t>(status::device)) {
+        } catch (const kernel_error& e) {
+            if (e.code() == kernel_status::device || e.code() == kernel_status::device_oom) {
                 const cudaError_t q = cudaStreamQuery(ctx_.stream_if_created());
                 if (q != cudaSuccess && q != cudaErrorNotReady) poisoned_ = e.what();
             }
             throw;
         }
+    }
+
+    [[noreturn]] static void not_yet(const char* op) {
+        throw kernel_error(kernel_status::unsupported,
+                           kernel_fmt("cuda %s: not implemented (the encoder runs on the CPU)", op));
     }
 
     cuda::cuda_ctx ctx_;
@@ -142,7 +164,7 @@ int cuda_device_count() noexcept {
 std::unique_ptr<backend> create_cuda_backend(int device) {
     const int n = cuda_device_count();
     if (device < 0 || device >= n) {
-        throw error(status::device, fmt("cuda: no device %d (%d present)", device, n));
+        throw kernel_error(kernel_status::device, kernel_fmt("cuda: no device %d (%d present)", device, n));
     }
     CBL_CUDA_CHECK(cudaSetDevice(device));
     return std::make_unique<backend_cuda>(device);

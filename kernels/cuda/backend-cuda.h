@@ -1,15 +1,13 @@
 // The CUDA backend's factory. A plain C++ header (no CUDA includes) so host code and tests can
 // name it; it is only linked when the library is built with CBL_CUDA=ON (CBL_WITH_CUDA=1).
 //
-// Status: the backend implements every op of core/engine/backend.h on device memory, but no session
-// uses it yet: the forward engine still reads some activations on the host between ops, and
-// core has no backend registry (docs/ARCHITECTURE.md, 'Backends') to pick "cuda:N" from session
-// params.
+// The backend registry (kernels/backend-registry.cpp) registers it as "cuda"; the engine opens it
+// by the device name "cuda:N". It implements every op of kernels/backend.h on device memory.
 #pragma once
 
 #include <memory>
 
-#include "core/engine/backend.h"
+#include "kernels/backend.h"
 
 namespace cacheblend {
 
@@ -18,7 +16,7 @@ int cuda_device_count() noexcept;
 
 // A backend on CUDA device `device`. Every pointer passed to its ops is device memory from its
 // alloc() (rope_params::freq_factors, biases, norms and weight_view::data included). Throws
-// error(status::device) when the device does not exist or cannot be used.
+// kernel_error(kernel_status::device) when the device does not exist or cannot be used.
 std::unique_ptr<backend> create_cuda_backend(int device);
 
 }  // namespace cacheblend

@@ -1,4 +1,4 @@
-// Shared plumbing of the CUDA backend: error checks that throw cacheblend::error(status::device)
+// Shared plumbing of the CUDA backend: error checks that throw kernel_error(kernel_status::device)
 // with file and line (the library never aborts: docs/ARCHITECTURE.md, 'Backends'), and RAII owners
 // for device memory, streams and the cuBLASLt handle (no naked resource handling).
 #pragma once
@@ -8,8 +8,8 @@
 
 #include <cstddef>
 
-#include "core/util/error.h"
-#include "kernels/cuda/math/hd.h"
+#include "kernels/kernel-error.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace cuda {
@@ -28,8 +28,8 @@ inline void check_cublas(cublasStatus_t s, const char* expr, const char* file, i
 }  // namespace cuda
 }  // namespace cacheblend
 
-// Throws cacheblend::error(status::device, "cuda: <expr>: <error> at <file>:<line>"); out of
-// device memory is the extended code CBL_DEVICE_OOM (device | 1 << 8).
+// Throws kernel_error(kernel_status::device, "cuda: <expr>: <error> at <file>:<line>"); out of
+// device memory is kernel_status::device_oom (the engine maps it to CBL_DEVICE_OOM).
 #define CBL_CUDA_CHECK(expr) ::cacheblend::cuda::check_cuda((expr), #expr, __FILE__, __LINE__)
 #define CBL_CUBLAS_CHECK(expr) ::cacheblend::cuda::check_cublas((expr), #expr, __FILE__, __LINE__)
 // After a <<<...>>> launch: configuration errors surface here, execution errors at the next sync.

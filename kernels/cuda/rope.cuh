@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/ops.h"
+#include "kernels/ops-types.h"
 #include "kernels/cuda/context.cuh"
 
 namespace cacheblend {

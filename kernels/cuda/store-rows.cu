@@ -1,6 +1,6 @@
 #include "kernels/cuda/store-rows.cuh"
 
-#include "kernels/cuda/math/fp16.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 namespace cuda {

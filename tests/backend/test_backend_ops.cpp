@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/engine/backend.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/dtype.h"
 #if CBL_WITH_CUDA

@@ -1,5 +1,6 @@
 // The CUDA backend's host-side contract, which runs without a GPU: asking for a device that is not
-// there is a cacheblend::error with status::device (never an abort), and the CUDA runtime being
+// there is a kernel_error with kernel_status::device (never an abort), which the engine's adapter
+// (core/engine/checked-backend.h) reports as status::device, and the CUDA runtime being
 // linked does not break a machine without a driver. With a GPU it also checks a memory round
 // trip and that an unsupported weight type is refused with status::unsupported.
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/engine/backend.h"
+#include "core/engine/checked-backend.h"
 #include "core/util/error.h"
 #if CBL_WITH_CUDA
 #include "kernels/cuda/backend-cuda.h"
@@ -23,9 +25,9 @@ namespace {
 cb::status status_of(int device) {
     try {
         cb::create_cuda_backend(device);
-    } catch (const cb::error& e) {
+    } catch (const cb::kernel_error& e) {
         EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
-        return e.code();
+        return cb::to_error(e).code();
     }
     return cb::status::ok;
 }
@@ -42,7 +44,7 @@ TEST(CudaBackend, MissingDeviceIsAStatus) {
 
 TEST(CudaBackend, RoundTripAndUnsupportedType) {
     if (cb::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    std::unique_ptr<cb::backend> be = cb::create_cuda_backend(0);
+    std::unique_ptr<cb::backend> be = cb::checked_backend(cb::create_cuda_backend(0));
     EXPECT_EQ(std::string(be->name()), "cuda:0");
     const std::vector<float> host = {1.f, -2.f, 3.5f, 1e-30f};
     cb::backend_buffer buf(*be, host.size() * sizeof(float));

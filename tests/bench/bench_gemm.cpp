@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
 

@@ -16,7 +16,7 @@
 #include "core/blend/blend.h"
 #include "core/kvstore/kv-store.h"
 #include "core/util/error.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
 

@@ -28,7 +28,7 @@
 #include "core/kvstore/kv-file.h"
 #include "core/kvstore/kv-store.h"
 #include "core/util/error.h"
-#include "kernels/cpu/fp16.h"
+#include "kernels/fp16.h"
 #include "util/faulty-io.h"
 #include "util/fifo-guard.h"
 #include "util/test-util.h"

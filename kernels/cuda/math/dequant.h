@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/math/fp16.h"
-#include "kernels/cuda/math/hd.h"
+#include "kernels/fp16.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {

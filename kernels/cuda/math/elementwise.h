@@ -3,7 +3,7 @@
 // The CPU's AVX-512 path uses ggml's vector expf, so against it SwiGLU matches within a few ulp.
 #pragma once
 
-#include "kernels/cuda/math/hd.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {

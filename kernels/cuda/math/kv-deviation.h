@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/math/fp16.h"
-#include "kernels/cuda/math/hd.h"
+#include "kernels/fp16.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {

@@ -7,7 +7,7 @@
 // merge with softmax_merge, so warps (or blocks) can split the keys.
 #pragma once
 
-#include "kernels/cuda/math/hd.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {

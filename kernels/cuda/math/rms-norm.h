@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/math/hd.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {

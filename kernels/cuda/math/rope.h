@@ -13,8 +13,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/math/fp16.h"
-#include "kernels/cuda/math/hd.h"
+#include "kernels/fp16.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {

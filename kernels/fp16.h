@@ -1,19 +1,19 @@
-// binary16 / bfloat16 <-> binary32 for the CUDA kernels, bit for bit the CPU's conversions
-// (kernels/cpu/fp16.h): the KV cache written on a GPU must hold the bytes the CPU would write, so
-// KV files stay interchangeable between backends. Integer code only, so no device intrinsic
-// (whose NaN payloads differ) is involved.
+// binary16 / bfloat16 <-> binary32, the one definition the CPU and the CUDA backend share: a KV
+// cache written on a GPU must hold the bytes the CPU would write, so KV files stay interchangeable
+// between backends (docs/ARCHITECTURE.md, 'Backends'). Integer code only (no device intrinsic,
+// whose NaN payloads differ), CBL_HD so nvcc compiles it for the device and g++ for the host.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/cuda/math/hd.h"
+#include "kernels/hd.h"
 
 namespace cacheblend {
 namespace hd {
 
 // Exact binary16 -> binary32 (ggml's bit trick: subnormals, inf and NaN included). The multiply
 // by 2^-112 and the subtraction of 0.5 are exact, so host and device agree.
-CBL_HD inline float h2f(uint16_t h) {
+CBL_HD static inline float h2f(uint16_t h) {
     const uint32_t w = static_cast<uint32_t>(h) << 16;
     const uint32_t sign = w & 0x80000000u;
     const uint32_t two_w = w + w;
@@ -25,7 +25,7 @@ CBL_HD inline float h2f(uint16_t h) {
 
 // binary32 -> binary16, round to nearest even; NaN stays NaN and quiet with its top payload bits
 // (as x86's vcvtps2ph, which the CPU row conversions use).
-CBL_HD inline uint16_t f2h(float f) {
+CBL_HD static inline uint16_t f2h(float f) {
     uint32_t x = f32_to_bits(f);
     const uint32_t sign = (x >> 16) & 0x8000u;
     x &= 0x7fffffffu;
@@ -52,7 +52,27 @@ CBL_HD inline uint16_t f2h(float f) {
     return static_cast<uint16_t>(sign | h);
 }
 
-CBL_HD inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+CBL_HD static inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+
+// binary32 -> bfloat16, round to nearest even; NaN kept quiet.
+CBL_HD static inline uint16_t f2bf(float f) {
+    uint32_t u = f32_to_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
 
 }  // namespace hd
+
+// The host names the CPU kernels, the engine and the KV files use; the same functions.
+CBL_HD static inline float fp16_to_fp32(uint16_t h) { return hd::h2f(h); }
+CBL_HD static inline uint16_t fp32_to_fp16(float f) { return hd::f2h(f); }
+CBL_HD static inline float bf16_to_fp32(uint16_t h) { return hd::bf16_to_f32(h); }
+CBL_HD static inline uint16_t fp32_to_bf16(float f) { return hd::f2bf(f); }
+
+// Host rows, F16C / AVX-512 when the CPU has them (kernels/cpu/fp16.cpp); bit for bit the scalar
+// functions above.
+void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
+void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
+
 }  // namespace cacheblend

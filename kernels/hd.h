@@ -1,11 +1,16 @@
-// CBL_HD marks the CUDA backend's device math: `__host__ __device__` under nvcc, plain inline
-// functions under a host compiler. The headers in kernels/cuda/math/ include no CUDA header, so
-// g++ compiles them into tests/backend/test_cuda_device_math.cpp and checks them against the CPU
-// kernels on machines without a GPU.
+// CBL_HD marks code shared by the CPU and the CUDA backend (kernels/fp16.h) and the CUDA device
+// math: `__host__ __device__` under nvcc, plain inline functions under a host compiler. This
+// header and kernels/cuda/math/ include no CUDA header, so g++ compiles them into
+// tests/backend/test_cuda_device_math.cpp and checks them against the CPU kernels on machines
+// without a GPU.
 //
 // The wrappers below pin the rounding of each step. nvcc contracts a*b+c into an FMA by default;
 // the CPU reference (C++17, -ffp-contract=off) does not, so code that must match the CPU bit for
 // bit spells its multiplies and adds with mul_rn / add_rn, which nvcc never fuses.
+//
+// Free functions here and in kernels/fp16.h are `static inline`: the CPU's per-ISA translation
+// units (compiled with -mavx2 / -mavx512f) include them, and an inline function with external
+// linkage could have its AVX-512 copy picked by the linker for baseline code.
 #pragma once
 
 #include <cmath>
@@ -21,7 +26,7 @@
 namespace cacheblend {
 namespace hd {
 
-CBL_HD inline float bits_to_f32(uint32_t u) {
+CBL_HD static inline float bits_to_f32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
     return __uint_as_float(u);
 #else
@@ -31,7 +36,7 @@ CBL_HD inline float bits_to_f32(uint32_t u) {
 #endif
 }
 
-CBL_HD inline uint32_t f32_to_bits(float f) {
+CBL_HD static inline uint32_t f32_to_bits(float f) {
 #if defined(__CUDA_ARCH__)
     return __float_as_uint(f);
 #else
@@ -41,10 +46,10 @@ CBL_HD inline uint32_t f32_to_bits(float f) {
 #endif
 }
 
-CBL_HD inline float neg_inf() { return bits_to_f32(0xff800000u); }
+CBL_HD static inline float neg_inf() { return bits_to_f32(0xff800000u); }
 
 // Single IEEE operations, never fused with a neighbour.
-CBL_HD inline float mul_rn(float a, float b) {
+CBL_HD static inline float mul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
     return __fmul_rn(a, b);
 #else
@@ -52,7 +57,7 @@ CBL_HD inline float mul_rn(float a, float b) {
 #endif
 }
 
-CBL_HD inline float add_rn(float a, float b) {
+CBL_HD static inline float add_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
     return __fadd_rn(a, b);
 #else
@@ -60,7 +65,7 @@ CBL_HD inline float add_rn(float a, float b) {
 #endif
 }
 
-CBL_HD inline float fma_rn(float a, float b, float c) {
+CBL_HD static inline float fma_rn(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
     return __fmaf_rn(a, b, c);
 #else
@@ -70,7 +75,7 @@ CBL_HD inline float fma_rn(float a, float b, float c) {
 
 // Transcendentals: the C library on the host, CUDA's accurate (non -use_fast_math) versions on the
 // device, which are within 2 ulp of it. Tests that run on a GPU use a tolerance for these.
-CBL_HD inline float exp_f(float x) {
+CBL_HD static inline float exp_f(float x) {
 #if defined(__CUDA_ARCH__)
     return expf(x);
 #else
@@ -78,7 +83,7 @@ CBL_HD inline float exp_f(float x) {
 #endif
 }
 
-CBL_HD inline float exp2_f(float x) {
+CBL_HD static inline float exp2_f(float x) {
 #if defined(__CUDA_ARCH__)
     return exp2f(x);
 #else
@@ -86,7 +91,7 @@ CBL_HD inline float exp2_f(float x) {
 #endif
 }
 
-CBL_HD inline float cos_f(float x) {
+CBL_HD static inline float cos_f(float x) {
 #if defined(__CUDA_ARCH__)
     return cosf(x);
 #else
@@ -94,7 +99,7 @@ CBL_HD inline float cos_f(float x) {
 #endif
 }
 
-CBL_HD inline float sin_f(float x) {
+CBL_HD static inline float sin_f(float x) {
 #if defined(__CUDA_ARCH__)
     return sinf(x);
 #else
@@ -103,7 +108,7 @@ CBL_HD inline float sin_f(float x) {
 }
 
 // IEEE square root (nvcc's default -prec-sqrt=true makes sqrtf correctly rounded).
-CBL_HD inline float sqrt_f(float x) {
+CBL_HD static inline float sqrt_f(float x) {
 #if defined(__CUDA_ARCH__)
     return sqrtf(x);
 #else
@@ -111,14 +116,14 @@ CBL_HD inline float sqrt_f(float x) {
 #endif
 }
 
-CBL_HD inline float max_f(float a, float b) { return a > b ? a : b; }
+CBL_HD static inline float max_f(float a, float b) { return a > b ? a : b; }
 
 // Little-endian loads at any byte alignment: GGUF blocks are only 2-byte aligned.
-CBL_HD inline uint16_t load_u16(const uint8_t* p) {
+CBL_HD static inline uint16_t load_u16(const uint8_t* p) {
     return static_cast<uint16_t>(p[0] | (p[1] << 8));
 }
 
-CBL_HD inline uint32_t load_u32(const uint8_t* p) {
+CBL_HD static inline uint32_t load_u32(const uint8_t* p) {
     return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
            (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }

@@ -1,0 +1,96 @@
+// The compute backend interface the engine runs on (docs/ARCHITECTURE.md, 'Backends'). Plain types
+// and pure virtual functions only: no backend is included here, so core/ depends on this header
+// and every backend (kernels/cpu, kernels/cuda) implements it without knowing the engine.
+// Backends are found by device name in kernels/backend-registry.h. Pointers passed to ops are
+// backend memory (from alloc()); for the CPU backend that is ordinary host memory. Failures are
+// kernel_error (kernels/kernel-error.h); the engine's adapter turns them into cacheblend::error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/ops-types.h"
+
+namespace cacheblend {
+
+class backend {
+public:
+    virtual ~backend() = default;
+    virtual const char* name() const = 0;  // the device: "cpu", "cuda:0"
+    virtual int n_threads() const = 0;
+    // True when alloc() returns host memory the caller may read and write directly (the CPU).
+    virtual bool host_memory() const = 0;
+
+    // ---- memory ----
+    virtual void* alloc(size_t bytes) = 0;  // 64-byte aligned
+    virtual void free(void* p) noexcept = 0;
+    virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+    virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+    // Backend memory to backend memory; the ranges do not overlap.
+    virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+    virtual void synchronize() = 0;
+
+    // ---- ops (semantics as in kernels/cpu/ops.h) ----
+    virtual void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
+                        int64_t ldy, const float* bias) = 0;
+    virtual void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
+                          int64_t ldy) = 0;
+    virtual void rms_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
+                          float eps, float* y, int64_t ldy) = 0;
+    virtual void rope(float* x, int64_t m, int64_t ldx, int n_head, int head_dim,
+                      const int32_t* pos, const rope_params& p) = 0;
+    virtual void store_rows_f16(const float* src, int64_t m, int64_t n, int64_t ldsrc,
+                                const int32_t* pos, uint16_t* cache, int64_t ld_cache) = 0;
+    virtual void attention(const attention_args& a) = 0;
+    virtual void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
+                        float* out) = 0;
+    virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
+
+    // ---- blending (semantics as in kernels/cpu/blend-ops.h) ----
+    virtual void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n,
+                             int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+                             const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
+                             int64_t ld_cache) = 0;
+    virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
+                              int64_t ld_cached, int64_t n, int64_t width, float* d) = 0;
+
+    // ---- encoder, the BERT embedder (semantics as in kernels/cpu/encoder-ops.h) ----
+    virtual void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
+                            const float* beta, float eps, float* y, int64_t ldy) = 0;
+    virtual void gelu_erf(float* x, int64_t m, int64_t n, int64_t ld) = 0;
+    virtual void encoder_attention(const encoder_attention_args& a) = 0;
+};
+
+// A buffer owned by a backend, freed on destruction.
+class backend_buffer {
+public:
+    backend_buffer() = default;
+    backend_buffer(backend& be, size_t bytes) : be_(&be), p_(be.alloc(bytes)), bytes_(bytes) {}
+    ~backend_buffer() { reset(); }
+    backend_buffer(backend_buffer&& o) noexcept : be_(o.be_), p_(o.p_), bytes_(o.bytes_) {
+        o.p_ = nullptr;
+    }
+    backend_buffer& operator=(backend_buffer&& o) noexcept {
+        if (this != &o) {
+            reset();
+            be_ = o.be_; p_ = o.p_; bytes_ = o.bytes_;
+            o.p_ = nullptr;
+        }
+        return *this;
+    }
+    void reset() noexcept {
+        if (p_) be_->free(p_);
+        p_ = nullptr;
+        bytes_ = 0;
+    }
+    template <typename T> T* as() const noexcept { return static_cast<T*>(p_); }
+    size_t size() const noexcept { return bytes_; }
+
+private:
+    backend* be_ = nullptr;
+    void* p_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+}  // namespace cacheblend
