@@ -11,6 +11,7 @@
 #include "core/blend/blend-select.h"
 #include "core/blend/blend.h"
 #include "core/engine/forward.h"
+#include "core/engine/host-staging.h"
 #include "core/engine/kv-cache.h"
 #include "core/kvstore/chunk-hash.h"
 #include "core/kvstore/kv-store.h"
@@ -48,6 +49,7 @@ struct blend_engine::layer_state {
     std::vector<int32_t> gpos;       // relocate: target rows
     aligned_array<float> gk;         // relocate: gathered cached K
     aligned_array<uint16_t> gv;      // relocate: gathered cached V
+    host_staging gk_b, gv_b, gpos_b;  // relocate: the same on a device backend
     select_scratch sel;
     double wait_ms = 0, select_ms = 0;
 };

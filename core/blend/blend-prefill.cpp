@@ -161,7 +161,7 @@ forward_engine& blend_engine::scratch_engine(int64_t n_rows) {
     impl& I = *impl_;
     if (!I.fwd || I.fwd->max_rows() < n_rows) {
         I.fwd.reset();
-        I.fwd = std::make_unique<forward_engine>(s_.get_model(), s_.get_backend(),
+        I.fwd = std::make_unique<forward_engine>(s_.get_model(), s_.get_backend(), s_.weights(),
                                                  static_cast<int32_t>(n_rows));
     }
     return *I.fwd;
@@ -255,9 +255,12 @@ void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uin
         L->gpos.push_back(row);
     }
     if (L->gpos.empty()) return;
-    s_.get_backend().relocate_kv(L->gk.data(), L->gv.data(), static_cast<int64_t>(L->gpos.size()),
-                                 kd, L->gpos.data(), hp.n_head_kv, hp.head_dim, hp.rope, cache.k(l),
-                                 cache.v(l), cache.row_elems());
+    backend& be = s_.get_backend();
+    const size_t n = L->gpos.size();
+    be.relocate_kv(L->gk_b.in(be, L->gk.data(), n * static_cast<size_t>(kd)),
+                   L->gv_b.in(be, L->gv.data(), n * static_cast<size_t>(kd)),
+                   static_cast<int64_t>(n), kd, L->gpos_b.in(be, L->gpos.data(), n), hp.n_head_kv,
+                   hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l), cache.row_elems());
 }
 
 // Stats of the request: rows computed in the last layer, bytes and time of the load, and the

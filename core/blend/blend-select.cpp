@@ -39,7 +39,12 @@ void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>
             fp32_to_fp16_row(cached_k + r * kd, s->cached.data() + i * kd, kd);
         }
     }
-    be.kv_deviation(s->fresh.data(), kd, s->cached.data(), kd, mr, kd, s->dev.data());
+    const size_t elems = static_cast<size_t>(mr * kd);
+    const float* fresh_b = s->fresh_b.in(be, s->fresh.data(), elems);
+    const uint16_t* cached_b = s->cached_b.in(be, s->cached.data(), elems);
+    float* dev = s->dev_b.out_space(be, s->dev.data(), static_cast<size_t>(mr));
+    be.kv_deviation(fresh_b, kd, cached_b, kd, mr, kd, dev);
+    s->dev_b.out(be, s->dev.data(), dev, static_cast<size_t>(mr));
     for (int64_t i = 0; i < mr; ++i) {
         (*total)[static_cast<size_t>(i)] += s->dev[static_cast<size_t>(i)];
     }

@@ -8,6 +8,7 @@
 
 #include "core/blend/blend.h"
 #include "core/engine/backend.h"
+#include "core/engine/host-staging.h"
 #include "kernels/memory.h"
 
 namespace cacheblend {
@@ -30,6 +31,7 @@ struct select_args {
 struct select_scratch {
     aligned_array<float> fresh, dev;
     aligned_array<uint16_t> cached;
+    host_staging fresh_b, cached_b, dev_b;  // the same arrays on a device backend
 };
 
 // *keep = the indices into *active that stay computed after this layer: every row not reused,

@@ -178,7 +178,8 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
     const int64_t n = np + nc;
     if (!I.fwd || I.fwd->max_rows() < n) {
         I.fwd.reset();
-        I.fwd = std::make_unique<forward_engine>(m, s_.get_backend(), static_cast<int32_t>(n));
+        I.fwd = std::make_unique<forward_engine>(m, s_.get_backend(), s_.weights(),
+                                                 static_cast<int32_t>(n));
     }
     std::vector<token_id> tokens(preamble);
     tokens.insert(tokens.end(), chunk.begin(), chunk.end());

@@ -8,8 +8,26 @@
 namespace cacheblend {
 
 forward_engine::forward_engine(const model& m, backend& be, int32_t max_rows)
-    : m_(m), be_(be), max_rows_(max_rows) {
-    const model_hparams& hp = m.hparams();
+    : m_(m),
+      be_(be),
+      own_w_(std::make_unique<backend_weights>(m, be)),
+      w_(&own_w_->get()),
+      max_rows_(max_rows) {
+    alloc_scratch();
+}
+
+forward_engine::forward_engine(const model& m, backend& be, const model_weights& w,
+                               int32_t max_rows)
+    : m_(m), be_(be), w_(&w), max_rows_(max_rows) {
+    alloc_scratch();
+}
+
+forward_engine::~forward_engine() = default;
+
+void forward_engine::alloc_scratch() {
+    backend& be = be_;
+    const int32_t max_rows = max_rows_;
+    const model_hparams& hp = m_.hparams();
     if (max_rows <= 0) throw error(status::invalid_arg, "forward: max_rows must be positive");
     const size_t r = static_cast<size_t>(max_rows);
     const size_t f = sizeof(float);
@@ -39,7 +57,7 @@ void forward_engine::embed(const token_id* tokens, int64_t n) {
         }
     }
     be_.upload(ids_.as<int32_t>(), tokens, static_cast<size_t>(n) * sizeof(int32_t));
-    be_.get_rows(m_.tok_embd(), ids_.as<int32_t>(), n, x(), hp.n_embd);
+    be_.get_rows(w_->tok_embd, ids_.as<int32_t>(), n, x(), hp.n_embd);
 }
 
 void forward_engine::set_positions(const int32_t* pos, int64_t n) {
@@ -49,7 +67,7 @@ void forward_engine::set_positions(const int32_t* pos, int64_t n) {
 
 void forward_engine::project_qkv(int layer, int64_t n) {
     const model_hparams& hp = m_.hparams();
-    const layer_weights& L = m_.layers()[static_cast<size_t>(layer)];
+    const layer_weights& L = w_->layers[static_cast<size_t>(layer)];
     const int64_t E = hp.n_embd;
     float* h = h_.as<float>();
     be_.rms_norm(x(), n, E, E, L.attn_norm, hp.rms_eps, h, E);
@@ -62,14 +80,14 @@ void forward_engine::rope_store_kv(int layer, kv_cache& cache, int64_t n) {
     const model_hparams& hp = m_.hparams();
     const int64_t KD = hp.kv_dim();
     const int32_t* dpos = pos_.as<int32_t>();
-    be_.rope(k(), n, KD, hp.n_head_kv, hp.head_dim, dpos, hp.rope);
+    be_.rope(k(), n, KD, hp.n_head_kv, hp.head_dim, dpos, w_->rope);
     be_.store_rows_f16(k(), n, KD, KD, dpos, cache.k(layer), cache.row_elems());
     be_.store_rows_f16(v(), n, KD, KD, dpos, cache.v(layer), cache.row_elems());
 }
 
 void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys) {
     const model_hparams& hp = m_.hparams();
-    const layer_weights& L = m_.layers()[static_cast<size_t>(layer)];
+    const layer_weights& L = w_->layers[static_cast<size_t>(layer)];
     const int64_t E = hp.n_embd, QD = hp.q_dim(), FF = hp.n_ff;
     const int32_t* dpos = pos_.as<int32_t>();
     float* q = q_.as<float>();
@@ -78,7 +96,7 @@ void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64
     float* gate = gate_.as<float>();
     float* up = up_.as<float>();
 
-    be_.rope(q, n, QD, hp.n_head, hp.head_dim, dpos, hp.rope);
+    be_.rope(q, n, QD, hp.n_head, hp.head_dim, dpos, w_->rope);
 
     attention_args aa;
     aa.q = q;
@@ -111,8 +129,8 @@ void forward_engine::logits(int64_t row, float* out) {
     const model_hparams& hp = m_.hparams();
     const int64_t E = hp.n_embd;
     float* h = h_.as<float>();
-    be_.rms_norm(x() + row * E, 1, E, E, m_.output_norm(), hp.rms_eps, h, E);
-    be_.matmul(m_.output(), h, 1, E, logits_.as<float>(), hp.n_vocab, nullptr);
+    be_.rms_norm(x() + row * E, 1, E, E, w_->output_norm, hp.rms_eps, h, E);
+    be_.matmul(w_->output, h, 1, E, logits_.as<float>(), hp.n_vocab, nullptr);
     be_.download(out, logits_.as<float>(), static_cast<size_t>(hp.n_vocab) * sizeof(float));
 }
 

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/engine/backend.h"
 #include "core/engine/kv-cache.h"
+#include "core/engine/model-weights.h"
 #include "core/model/model.h"
 
 namespace cacheblend {
@@ -20,8 +22,11 @@ using kv_observer = std::function<void(int layer, const float* k, const float* v
 
 class forward_engine {
 public:
-    // max_rows: the largest batch one call may pass (scratch is sized for it).
+    // max_rows: the largest batch one call may pass (scratch is sized for it). `w` is the model's
+    // weights on `be` (a session shares its own); without it the engine makes its own copy.
+    forward_engine(const model& m, backend& be, const model_weights& w, int32_t max_rows);
     forward_engine(const model& m, backend& be, int32_t max_rows);
+    ~forward_engine();
 
     // Runs all layers for rows (tokens[i] at pos[i]); attention sees keys [0, n_keys) causally
     // by position. Writes K/V of these rows into `cache`. When logits != nullptr, writes the
@@ -48,8 +53,12 @@ public:
     int32_t max_rows() const { return max_rows_; }
 
 private:
+    void alloc_scratch();
+
     const model& m_;
     backend& be_;
+    std::unique_ptr<backend_weights> own_w_;  // only without a shared model_weights
+    const model_weights* w_;
     int32_t max_rows_;
     backend_buffer x_, h_, q_, k_, v_, attn_, gate_, up_, ids_, pos_, logits_;
     std::vector<int32_t> host_pos_;

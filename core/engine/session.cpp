@@ -13,17 +13,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The forward engine reads the model's weights where the model loaded them (host memory) and the
-// blend path hands host buffers to backend ops, so a device-memory backend (CUDA) is refused here
-// with a clear status until weights and blend buffers move to the device (issue 12, item 4).
-void require_host_memory(const backend& be) {
-    if (be.host_memory()) return;
-    throw error(status::unsupported,
-                fmt("session: device '%s' opened, but the forward engine runs only on backends "
-                    "with host memory so far (use device \"cpu\")",
-                    be.name()));
-}
-
 }  // namespace
 
 int32_t default_thread_count() {
@@ -42,9 +31,9 @@ session::session(std::shared_ptr<const model> m, const session_params& p)
     if (params_.n_batch <= 0) params_.n_batch = 512;
     params_.n_batch = std::min(params_.n_batch, params_.n_ctx);
     backend_ = open_backend(params_.device, params_.n_threads);
-    require_host_memory(*backend_);
+    weights_ = std::make_unique<backend_weights>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(*backend_, hp, params_.n_ctx);
-    fwd_ = std::make_unique<forward_engine>(*model_, *backend_, params_.n_batch);
+    fwd_ = std::make_unique<forward_engine>(*model_, *backend_, weights_->get(), params_.n_batch);
     logits_.resize(static_cast<size_t>(hp.n_vocab));
 }
 

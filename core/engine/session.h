@@ -13,6 +13,7 @@
 #include "core/engine/backend.h"
 #include "core/engine/forward.h"
 #include "core/engine/kv-cache.h"
+#include "core/engine/model-weights.h"
 #include "core/engine/sampler.h"
 #include "core/model/model.h"
 
@@ -69,6 +70,8 @@ public:
     int32_t n_ctx() const { return cache_->n_ctx(); }
     const model& get_model() const { return *model_; }
     backend& get_backend() { return *backend_; }
+    // The model's weights on this session's backend (forward engines of the session share them).
+    const model_weights& weights() const { return weights_->get(); }
     kv_cache& cache() { return *cache_; }
     const session_params& params() const { return params_; }
 
@@ -103,6 +106,7 @@ private:
     std::shared_ptr<const model> model_;
     session_params params_;
     std::unique_ptr<backend> backend_;
+    std::unique_ptr<backend_weights> weights_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<forward_engine> fwd_;
     std::vector<float> logits_;
