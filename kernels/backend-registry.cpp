@@ -129,9 +129,9 @@ device_ref backend_registry::resolve(std::string_view device) const {
                                        " backend (built with: " + joined(built) + ")");
             }
         }
-        throw kernel_error(kernel_status::invalid_arg, quoted(device) + ": unknown backend '" +
-                                                           r.backend + "' (this build has: " +
-                                                           joined(built) + ")");
+        throw kernel_error(kernel_status::invalid_arg,
+                           quoted(device) + ": unknown backend '" + r.backend +
+                               "' (this build has: " + joined(built) + ")");
     }
     const int n = f->device_count();
     if (r.index >= n) {

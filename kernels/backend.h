@@ -48,8 +48,8 @@ public:
     virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
 
     // ---- blending (semantics as in kernels/cpu/blend-ops.h) ----
-    virtual void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n,
-                             int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+    virtual void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n, int64_t ld_src,
+                             const int32_t* pos, int n_kv_head, int head_dim,
                              const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
                              int64_t ld_cache) = 0;
     virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
@@ -74,7 +74,9 @@ public:
     backend_buffer& operator=(backend_buffer&& o) noexcept {
         if (this != &o) {
             reset();
-            be_ = o.be_; p_ = o.p_; bytes_ = o.bytes_;
+            be_ = o.be_;
+            p_ = o.p_;
+            bytes_ = o.bytes_;
             o.p_ = nullptr;
         }
         return *this;
@@ -84,7 +86,10 @@ public:
         p_ = nullptr;
         bytes_ = 0;
     }
-    template <typename T> T* as() const noexcept { return static_cast<T*>(p_); }
+    template <typename T>
+    T* as() const noexcept {
+        return static_cast<T*>(p_);
+    }
     size_t size() const noexcept { return bytes_; }
 
 private:

@@ -52,7 +52,9 @@ CBL_HD static inline uint16_t f2h(float f) {
     return static_cast<uint16_t>(sign | h);
 }
 
-CBL_HD static inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+CBL_HD static inline float bf16_to_f32(uint16_t h) {
+    return bits_to_f32(static_cast<uint32_t>(h) << 16);
+}
 
 // binary32 -> bfloat16, round to nearest even; NaN kept quiet.
 CBL_HD static inline uint16_t f2bf(float f) {

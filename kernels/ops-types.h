@@ -27,27 +27,27 @@ enum class rope_style {
 
 struct rope_params {
     rope_style style = rope_style::norm;
-    int n_dims = 0;            // rotated dims per head (== head_dim for llama)
+    int n_dims = 0;  // rotated dims per head (== head_dim for llama)
     float freq_base = 10000.f;
-    float freq_scale = 1.f;    // 1 / linear scaling factor
+    float freq_scale = 1.f;               // 1 / linear scaling factor
     const float* freq_factors = nullptr;  // optional per-pair divisors (rope_freqs.weight)
 };
 
 // Selected query rows against all cached keys, causal by absolute position.
 struct attention_args {
-    const float* q = nullptr;       // [n_q][n_head * head_dim], row stride q_stride floats
+    const float* q = nullptr;  // [n_q][n_head * head_dim], row stride q_stride floats
     int64_t n_q = 0;
     int64_t q_stride = 0;
-    const int32_t* q_pos = nullptr; // absolute position of each query row
-    const uint16_t* k = nullptr;    // f16 cache, row = absolute position: [n_ctx][n_kv_head*head_dim]
-    const uint16_t* v = nullptr;    // f16 cache, same layout as k
-    int64_t kv_stride = 0;          // row stride of k and v in elements
-    int64_t n_keys = 0;             // keys at positions [0, n_keys) hold valid data
+    const int32_t* q_pos = nullptr;  // absolute position of each query row
+    const uint16_t* k = nullptr;  // f16 cache, row = absolute position: [n_ctx][n_kv_head*head_dim]
+    const uint16_t* v = nullptr;  // f16 cache, same layout as k
+    int64_t kv_stride = 0;        // row stride of k and v in elements
+    int64_t n_keys = 0;           // keys at positions [0, n_keys) hold valid data
     int n_head = 0;
-    int n_kv_head = 0;              // GQA: query head h reads kv head h / (n_head / n_kv_head)
+    int n_kv_head = 0;  // GQA: query head h reads kv head h / (n_head / n_kv_head)
     int head_dim = 0;
-    float scale = 1.f;              // usually 1/sqrt(head_dim)
-    float* out = nullptr;           // [n_q][n_head * head_dim], row stride out_stride floats
+    float scale = 1.f;     // usually 1/sqrt(head_dim)
+    float* out = nullptr;  // [n_q][n_head * head_dim], row stride out_stride floats
     int64_t out_stride = 0;
 };
 
@@ -63,8 +63,8 @@ struct encoder_attention_args {
     int n_seq = 0;
     int n_head = 0;
     int head_dim = 0;
-    float scale = 1.f;         // usually 1/sqrt(head_dim)
-    float* out = nullptr;      // [n_rows][n_head * head_dim], row stride out_stride
+    float scale = 1.f;     // usually 1/sqrt(head_dim)
+    float* out = nullptr;  // [n_rows][n_head * head_dim], row stride out_stride
     int64_t out_stride = 0;
 };
 

@@ -144,13 +144,13 @@ std::string default_embedder_path() {
 }
 
 std::unique_ptr<embedder> load_bert_embedder(const std::string& path, int32_t n_threads) {
-    return load_bert_embedder(
-        path, std::shared_ptr<backend>(open_backend("cpu", n_threads > 0 ? n_threads
-                                                                           : default_thread_count())));
+    return load_bert_embedder(path,
+                              std::shared_ptr<backend>(
+                                  open_backend("cpu", n_threads > 0 ? n_threads
+                                                                    : default_thread_count())));
 }
 
-std::unique_ptr<embedder> load_bert_embedder(const std::string& path,
-                                             std::shared_ptr<backend> be) {
+std::unique_ptr<embedder> load_bert_embedder(const std::string& path, std::shared_ptr<backend> be) {
     if (!be) throw error(status::invalid_arg, "embedder: no backend");
     return std::make_unique<bert_embedder>(path, std::move(be));
 }

@@ -13,7 +13,9 @@ std::unique_ptr<backend> open_backend(const std::string& device, int n_threads) 
     }
 }
 
-std::unique_ptr<backend> create_cpu_backend(int n_threads) { return open_backend("cpu", n_threads); }
+std::unique_ptr<backend> create_cpu_backend(int n_threads) {
+    return open_backend("cpu", n_threads);
+}
 
 void check_device(const std::string& device) {
     try {

@@ -199,8 +199,8 @@ void bert_model::impl::embed(backend& be, int64_t T) {
     be.layer_norm(x.data(), T, E, E, embd_ln_w, embd_ln_b, hp.eps, x.data(), E);
 }
 
-void bert_model::impl::run_layer(backend& be, const bert_layer& L,
-                                 const encoder_attention_args& aa, int64_t T) {
+void bert_model::impl::run_layer(backend& be, const bert_layer& L, const encoder_attention_args& aa,
+                                 int64_t T) {
     const int64_t E = hp.n_embd, F = hp.n_ff;
     float* h = x.data();
     float* t = tmp.data();
@@ -240,8 +240,8 @@ void bert_model::impl::mean_pool(int n_seq, float* out, bool normalize) const {
     }
 }
 
-void bert_model::encode_mean(backend& be, const std::vector<std::vector<int32_t>>& seqs,
-                             float* out, bool normalize) {
+void bert_model::encode_mean(backend& be, const std::vector<std::vector<int32_t>>& seqs, float* out,
+                             bool normalize) {
     if (!be.host_memory()) {
         throw error(status::unsupported, fmt("bert: backend '%s': the encoder's weights and "
                                              "scratch are host memory (use the cpu backend)",

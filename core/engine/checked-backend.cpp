@@ -40,7 +40,9 @@ public:
     int n_threads() const override { return b_->n_threads(); }
     bool host_memory() const override { return b_->host_memory(); }
 
-    void* alloc(size_t bytes) override { return guarded([&] { return b_->alloc(bytes); }); }
+    void* alloc(size_t bytes) override {
+        return guarded([&] { return b_->alloc(bytes); });
+    }
     void free(void* p) noexcept override { b_->free(p); }
     void upload(void* dst, const void* src, size_t bytes) override {
         guarded([&] { b_->upload(dst, src, bytes); });
@@ -51,10 +53,12 @@ public:
     void copy(void* dst, const void* src, size_t bytes) override {
         guarded([&] { b_->copy(dst, src, bytes); });
     }
-    void synchronize() override { guarded([&] { b_->synchronize(); }); }
+    void synchronize() override {
+        guarded([&] { b_->synchronize(); });
+    }
 
-    void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
-                int64_t ldy, const float* bias) override {
+    void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
+                const float* bias) override {
         guarded([&] { b_->matmul(w, x, m, ldx, y, ldy, bias); });
     }
     void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
@@ -73,7 +77,9 @@ public:
                         uint16_t* cache, int64_t ld_cache) override {
         guarded([&] { b_->store_rows_f16(src, m, n, ldsrc, pos, cache, ld_cache); });
     }
-    void attention(const attention_args& a) override { guarded([&] { b_->attention(a); }); }
+    void attention(const attention_args& a) override {
+        guarded([&] { b_->attention(a); });
+    }
     void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
                 float* out) override {
         guarded([&] { b_->swiglu(gate, up, m, n, ld, out); });

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/cpu/ukernels.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 

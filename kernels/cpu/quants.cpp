@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/quants-impl.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 namespace {

@@ -100,8 +100,9 @@ void cbl_cuda_attention(cuda_ctx& ctx, const attention_args& a) {
     const int n_kv = a.n_kv_head > 0 ? a.n_kv_head : a.n_head;
     if (a.n_head % n_kv != 0) return;  // as the CPU: not a valid GQA grouping
     if (a.head_dim > k_attn_max_head_dim) {
-        throw kernel_error(kernel_status::unsupported, kernel_fmt("cuda attention: head_dim %d > %d", a.head_dim,
-                                             k_attn_max_head_dim));
+        throw kernel_error(kernel_status::unsupported,
+                           kernel_fmt("cuda attention: head_dim %d > %d", a.head_dim,
+                                      k_attn_max_head_dim));
     }
     if (a.n_q > 0x7fffffff || a.n_head > 65535) {
         throw kernel_error(kernel_status::range, "cuda attention: grid too large");

@@ -4,8 +4,8 @@
 // kernels/cuda/math/online-softmax.h.
 #pragma once
 
-#include "kernels/ops-types.h"
 #include "kernels/cuda/context.cuh"
+#include "kernels/ops-types.h"
 
 namespace cacheblend {
 namespace cuda {

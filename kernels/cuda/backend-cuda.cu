@@ -56,8 +56,8 @@ public:
     }
     void copy(void* dst, const void* src, size_t bytes) override {
         run([&] {
-            CBL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                           ctx_.stream()));
+            CBL_CUDA_CHECK(
+                cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.stream()));
         });
     }
     void synchronize() override {
@@ -115,9 +115,7 @@ public:
         not_yet("layer_norm");
     }
     void gelu_erf(float*, int64_t, int64_t, int64_t) override { not_yet("gelu_erf"); }
-    void encoder_attention(const encoder_attention_args&) override {
-        not_yet("encoder_attention");
-    }
+    void encoder_attention(const encoder_attention_args&) override { not_yet("encoder_attention"); }
 
 private:
     // Every entry: refuse after a sticky error, make the device current, and on a device error
@@ -125,8 +123,8 @@ private:
     template <typename F>
     auto run(F&& f) -> decltype(f()) {
         if (!poisoned_.empty()) {
-            throw kernel_error(kernel_status::device, "cuda: device unusable after an earlier error: " +
-                                            poisoned_);
+            throw kernel_error(kernel_status::device,
+                               "cuda: device unusable after an earlier error: " + poisoned_);
         }
         try {
             ctx_.activate();
@@ -142,7 +140,8 @@ private:
 
     [[noreturn]] static void not_yet(const char* op) {
         throw kernel_error(kernel_status::unsupported,
-                           kernel_fmt("cuda %s: not implemented (the encoder runs on the CPU)", op));
+                           kernel_fmt("cuda %s: not implemented (the encoder runs on the CPU)",
+                                      op));
     }
 
     cuda::cuda_ctx ctx_;
@@ -164,7 +163,8 @@ int cuda_device_count() noexcept {
 std::unique_ptr<backend> create_cuda_backend(int device) {
     const int n = cuda_device_count();
     if (device < 0 || device >= n) {
-        throw kernel_error(kernel_status::device, kernel_fmt("cuda: no device %d (%d present)", device, n));
+        throw kernel_error(kernel_status::device,
+                           kernel_fmt("cuda: no device %d (%d present)", device, n));
     }
     CBL_CUDA_CHECK(cudaSetDevice(device));
     return std::make_unique<backend_cuda>(device);

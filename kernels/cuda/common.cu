@@ -13,8 +13,9 @@ void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int lin
 }
 
 void throw_cublas_error(cublasStatus_t s, const char* expr, const char* file, int line) {
-    throw kernel_error(kernel_status::device, kernel_fmt("cublasLt: %s: %s (%d) at %s:%d", expr,
-                                    cublasLtGetStatusString(s), static_cast<int>(s), file, line));
+    throw kernel_error(kernel_status::device,
+                       kernel_fmt("cublasLt: %s: %s (%d) at %s:%d", expr,
+                                  cublasLtGetStatusString(s), static_cast<int>(s), file, line));
 }
 
 }  // namespace cuda

@@ -8,8 +8,8 @@
 
 #include <cstddef>
 
-#include "kernels/kernel-error.h"
 #include "kernels/hd.h"
+#include "kernels/kernel-error.h"
 
 namespace cacheblend {
 namespace cuda {

@@ -44,7 +44,8 @@ gemm_plan_cache& cuda_ctx::plans() {
 
 void* cuda_ctx::scratch(int slot, size_t bytes) {
     if (slot < 0 || slot >= k_scratch_slots) {
-        throw kernel_error(kernel_status::internal, kernel_fmt("cuda: scratch slot %d out of range", slot));
+        throw kernel_error(kernel_status::internal,
+                           kernel_fmt("cuda: scratch slot %d out of range", slot));
     }
     device_buffer& b = scratch_[slot];
     if (b.size() < bytes) {

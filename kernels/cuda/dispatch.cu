@@ -33,7 +33,8 @@ bool with_weight_type(dtype t, F&& f) {
 
 void throw_unsupported(dtype t, const char* op) {
     throw kernel_error(kernel_status::unsupported,
-                kernel_fmt("cuda %s: weight type %s is not supported yet", op, dtype_name(t)));
+                       kernel_fmt("cuda %s: weight type %s is not supported yet", op,
+                                  dtype_name(t)));
 }
 
 // Rows must hold whole blocks; row_bytes may exceed the packed size (a strided view).
@@ -41,8 +42,9 @@ void check_weight(const weight_view& w, int block_elems, int block_bytes, const 
     if (w.cols % block_elems != 0 || w.row_bytes < dtype_row_bytes(w.type, w.cols) ||
         w.row_bytes % (block_elems == 1 ? block_bytes : 1) != 0) {
         throw kernel_error(kernel_status::invalid_arg,
-                    kernel_fmt("cuda %s: %s rows of %lld columns, %zu bytes apart", op,
-                        dtype_name(w.type), static_cast<long long>(w.cols), w.row_bytes));
+                           kernel_fmt("cuda %s: %s rows of %lld columns, %zu bytes apart", op,
+                                      dtype_name(w.type), static_cast<long long>(w.cols),
+                                      w.row_bytes));
     }
 }
 

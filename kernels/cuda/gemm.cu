@@ -81,11 +81,12 @@ std::unique_ptr<gemm_plan> make_plan(cuda_ctx& ctx, const gemm_plan_key& key) {
     CBL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt(), plan->op, plan->w, plan->x,
                                                     plan->y, plan->y, pref, 1, &result, &found));
     if (found < 1) {
-        throw kernel_error(kernel_status::unsupported,
-                    kernel_fmt("cublasLt: no algorithm for m=%lld n=%lld k=%lld (lds %lld %lld %lld)",
-                        static_cast<long long>(key.m), static_cast<long long>(key.n),
-                        static_cast<long long>(key.k), static_cast<long long>(key.ldw),
-                        static_cast<long long>(key.ldx), static_cast<long long>(key.ldy)));
+        throw kernel_error(
+            kernel_status::unsupported,
+            kernel_fmt("cublasLt: no algorithm for m=%lld n=%lld k=%lld (lds %lld %lld %lld)",
+                       static_cast<long long>(key.m), static_cast<long long>(key.n),
+                       static_cast<long long>(key.k), static_cast<long long>(key.ldw),
+                       static_cast<long long>(key.ldx), static_cast<long long>(key.ldy)));
     }
     plan->algo = result.algo;
     return plan;

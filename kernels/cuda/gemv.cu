@@ -38,7 +38,8 @@ template <typename T>
 void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a) {
     if (a.n <= 0 || a.m <= 0) return;
     if (a.m > k_gemv_max_rows) {
-        throw kernel_error(kernel_status::internal, kernel_fmt("cuda gemv: %d rows (max %d)", a.m, k_gemv_max_rows));
+        throw kernel_error(kernel_status::internal,
+                           kernel_fmt("cuda gemv: %d rows (max %d)", a.m, k_gemv_max_rows));
     }
     const unsigned blocks = grid_1d(a.n, k_warps);
     gemv_kernel<T><<<blocks, k_warps * 32, 0, ctx.stream()>>>(a);

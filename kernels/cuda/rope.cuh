@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "kernels/ops-types.h"
 #include "kernels/cuda/context.cuh"
+#include "kernels/ops-types.h"
 
 namespace cacheblend {
 namespace cuda {

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "core/engine/backend.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/dtype.h"
+#include "kernels/fp16.h"
 #if CBL_WITH_CUDA
 #include "kernels/cuda/backend-cuda.h"
 #endif

@@ -18,7 +18,6 @@
 
 #include "kernels/cpu/blend-ops.h"
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants-impl.h"
 #include "kernels/cpu/quants.h"
@@ -28,6 +27,7 @@
 #include "kernels/cuda/math/online-softmax.h"
 #include "kernels/cuda/math/rms-norm.h"
 #include "kernels/cuda/math/rope.h"
+#include "kernels/fp16.h"
 
 namespace cb = cacheblend;
 namespace hd = cacheblend::hd;

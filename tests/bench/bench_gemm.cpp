@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/fp16.h"
 
 namespace cb = cacheblend;
 using cb::dtype;

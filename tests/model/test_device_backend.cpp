@@ -61,8 +61,8 @@ public:
     }
     void synchronize() override {}
 
-    void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
-                int64_t ldy, const float* bias) override {
+    void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
+                const float* bias) override {
         mine(w.data, 1, "matmul weights");
         mine(x, 1, "matmul x");
         mine(y, 1, "matmul y");
@@ -127,8 +127,8 @@ public:
         mine(k_cache, 1, "relocate k_cache");
         mine(v_cache, 1, "relocate v_cache");
         ++relocations;
-        cpu_->relocate_kv(k_src, v_src, n, ld_src, pos, n_kv_head, head_dim, rope, k_cache,
-                          v_cache, ld_cache);
+        cpu_->relocate_kv(k_src, v_src, n, ld_src, pos, n_kv_head, head_dim, rope, k_cache, v_cache,
+                          ld_cache);
     }
     void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
                       int64_t ld_cached, int64_t n, int64_t width, float* d) override {
@@ -193,18 +193,20 @@ protected:
         dir_ = make_temp_dir();
         ASSERT_FALSE(dir_.empty());
         const tokenizer& t = model_->vocab();
-        req_.preamble = t.encode("<|im_start|>system\nAnswer from the passages.<|im_end|>\n"
-                                 "<|im_start|>user\n",
-                                 false, true);
+        req_.preamble = t.encode(
+            "<|im_start|>system\nAnswer from the passages.<|im_end|>\n"
+            "<|im_start|>user\n",
+            false, true);
         for (const char* p : {"The Danube rises in the Black Forest of Germany and flows through "
                               "ten countries before it reaches the Black Sea in Romania.\n",
                               "Mount Kilimanjaro is a dormant volcano in Tanzania; Hans Meyer and "
                               "Ludwig Purtscheller first climbed it in 1889.\n"}) {
             req_.chunks.push_back(t.encode(p, false, false));
         }
-        req_.question = t.encode("Who first climbed Kilimanjaro?<|im_end|>\n"
-                                 "<|im_start|>assistant\n",
-                                 false, true);
+        req_.question = t.encode(
+            "Who first climbed Kilimanjaro?<|im_end|>\n"
+            "<|im_start|>assistant\n",
+            false, true);
     }
     void TearDown() override {
         if (!dir_.empty() && std::system(("rm -rf '" + dir_ + "'").c_str()) != 0) {

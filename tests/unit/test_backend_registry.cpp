@@ -62,8 +62,8 @@ public:
     void get_rows(const cb::weight_view&, const int32_t*, int64_t, float*, int64_t) override {}
     void rms_norm(const float*, int64_t, int64_t, int64_t, const float*, float, float*,
                   int64_t) override {}
-    void rope(float*, int64_t, int64_t, int, int, const int32_t*,
-              const cb::rope_params&) override {}
+    void rope(float*, int64_t, int64_t, int, int, const int32_t*, const cb::rope_params&) override {
+    }
     void store_rows_f16(const float*, int64_t, int64_t, int64_t, const int32_t*, uint16_t*,
                         int64_t) override {}
     void attention(const cb::attention_args&) override {}

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/fp16.h"
 
 namespace cb = cacheblend;
 using cb::dtype;

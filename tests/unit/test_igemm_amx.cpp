@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/igemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/fp16.h"
 
 namespace cb = cacheblend;
 using cb::dtype;

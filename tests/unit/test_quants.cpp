@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu-features.h"
-#include "kernels/fp16.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/fp16.h"
 
 using namespace cacheblend;
 
