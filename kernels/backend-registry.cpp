@@ -15,8 +15,12 @@
 namespace cacheblend {
 namespace {
 
-// Backends some build can have: naming one this build lacks is "unsupported", not a typo.
-constexpr std::string_view k_buildable[] = {"cpu", "cuda"};
+// Backends some build can have, and the CMake option that builds each: naming one this build
+// lacks is "unsupported", not a typo.
+struct buildable {
+    std::string_view name, option;
+};
+constexpr buildable k_buildable[] = {{"cpu", "always built"}, {"cuda", "-DCBL_CUDA=ON"}};
 
 std::string quoted(std::string_view device) { return "device '" + std::string(device) + "'"; }
 
@@ -122,11 +126,12 @@ device_ref backend_registry::resolve(std::string_view device) const {
     if (!f) {
         std::vector<std::string> built;
         for (const backend_factory& b : factories_) built.push_back(b.name);
-        for (std::string_view known : k_buildable) {
-            if (known == r.backend) {
+        for (const buildable& known : k_buildable) {
+            if (known.name == r.backend) {
                 throw kernel_error(kernel_status::unsupported,
                                    quoted(device) + ": this build has no " + r.backend +
-                                       " backend (built with: " + joined(built) + ")");
+                                       " backend (built with: " + joined(built) + "; " +
+                                       std::string(known.option) + " adds it)");
             }
         }
         throw kernel_error(kernel_status::invalid_arg,
