@@ -85,8 +85,9 @@ struct blend_engine::key_memo {
 
 // The engine's state kept across requests.
 struct blend_engine::impl {
-    std::unique_ptr<forward_engine> fwd;  // sized to the largest prompt seen
-    std::unique_ptr<kv_cache> pre_cache;  // precompute scratch cache
+    // Precompute's scratch cache, sized to the longest [preamble][chunk] seen: the session's own
+    // cache holds the request's prompt while misses are written back, before generation.
+    std::unique_ptr<kv_cache> pre_cache;
     std::vector<float> logits;
     std::vector<size_t> pending;  // request chunks that missed, to write back
     key_memo request, other;      // chunk keys (see key_memo)

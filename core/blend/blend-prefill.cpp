@@ -63,7 +63,7 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     plan P;
     plan_and_lookup(req, forced_miss, &P, &st);
     resolve_ratio(&P, &st);
-    forward_engine& fwd = scratch_engine(P.n);
+    forward_engine& fwd = s_.engine(P.n);  // the session's engine: no second one for blending
     // Load: from here the loader thread reads stored layers while the layers below compute.
     layer_loader loader(P.hit_readers, P.hit_offset, P.n_reused(), hp.kv_dim(), P.load_layers);
     layer_state L;
@@ -154,17 +154,6 @@ void blend_engine::resolve_ratio(plan* P, blend_stats* st) const {
         const int32_t first = P->blending ? p_.check_layers[0] : 0;
         for (int32_t l = first; l < hp.n_layer; ++l) P->load_layers.push_back(l);
     }
-}
-
-// The forward engine's scratch, grown to the largest prompt seen (kept across requests).
-forward_engine& blend_engine::scratch_engine(int64_t n_rows) {
-    impl& I = *impl_;
-    if (!I.fwd || I.fwd->max_rows() < n_rows) {
-        I.fwd.reset();
-        I.fwd = std::make_unique<forward_engine>(s_.get_model(), s_.get_backend(), s_.weights(),
-                                                 static_cast<int32_t>(n_rows));
-    }
-    return *I.fwd;
 }
 
 // Layer 0's rows: all of them when blending (the check layer needs fresh KV of reused rows to

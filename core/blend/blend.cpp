@@ -174,13 +174,12 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
     // whole prompt, so the stored KV is what full prefill computes there (kernels may pick their
     // numerics by batch size; one batch keeps precompute and full on the same path).
     impl& I = *impl_;
-    if (!I.pre_cache) I.pre_cache = std::make_unique<kv_cache>(s_.get_backend(), hp, s_.n_ctx());
     const int64_t n = np + nc;
-    if (!I.fwd || I.fwd->max_rows() < n) {
-        I.fwd.reset();
-        I.fwd = std::make_unique<forward_engine>(m, s_.get_backend(), s_.weights(),
-                                                 static_cast<int32_t>(n));
+    if (!I.pre_cache || I.pre_cache->n_ctx() < n) {
+        I.pre_cache.reset();
+        I.pre_cache = std::make_unique<kv_cache>(s_.get_backend(), hp, static_cast<int32_t>(n));
     }
+    forward_engine& fwd = s_.engine(n);
     std::vector<token_id> tokens(preamble);
     tokens.insert(tokens.end(), chunk.begin(), chunk.end());
     std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -197,7 +196,7 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
         be.download(kbuf.data() + off, k + np * kd, layer_elems * sizeof(float));
         be.download(vbuf.data() + off, v + np * kd, layer_elems * sizeof(float));
     };
-    I.fwd->run(*I.pre_cache, tokens.data(), pos.data(), n, n, nullptr, capture);
+    fwd.run(*I.pre_cache, tokens.data(), pos.data(), n, n, nullptr, capture);
     auto w = store_->create(key, meta_of(static_cast<int32_t>(nc)), chunk);
     for (int l = 0; l < hp.n_layer; ++l) {
         const size_t off = static_cast<size_t>(l) * layer_elems;

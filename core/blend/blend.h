@@ -112,7 +112,6 @@ private:
     void plan_and_lookup(const blend_request& req, const std::vector<bool>& forced_miss, plan* P,
                          blend_stats* st);
     void resolve_ratio(plan* P, blend_stats* st) const;
-    forward_engine& scratch_engine(int64_t n_rows);
     void start_active(const plan& P, forward_engine& fwd, layer_state* L) const;
     void run_layer(int32_t l, const plan& P, layer_loader& loader, forward_engine& fwd,
                    layer_state* L);

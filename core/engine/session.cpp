@@ -41,6 +41,19 @@ session::~session() = default;
 
 void session::reset() { cache_->n_filled = 0; }
 
+forward_engine& session::engine(int64_t min_rows) {
+    if (min_rows > fwd_->max_rows()) {
+        if (min_rows > params_.n_ctx) {
+            throw error(status::range, fmt("session: %lld rows exceed the context of %d",
+                                           (long long)min_rows, params_.n_ctx));
+        }
+        fwd_.reset();  // free the old scratch before the larger one is allocated
+        fwd_ = std::make_unique<forward_engine>(*model_, *backend_, weights_->get(),
+                                                static_cast<int32_t>(min_rows));
+    }
+    return *fwd_;
+}
+
 void session::throw_if_cancelled() const {
     if (cancelled()) throw error(status::aborted, "session: cancelled");
 }
@@ -59,8 +72,8 @@ const std::vector<float>& session::prefill(const std::vector<token_id>& tokens) 
         pos_.resize(static_cast<size_t>(nb));
         for (int64_t i = 0; i < nb; ++i) pos_[static_cast<size_t>(i)] = static_cast<int32_t>(start + b + i);
         const bool last = b + nb == n;
-        fwd_->run(*cache_, tokens.data() + b, pos_.data(), nb, start + b + nb,
-                  last ? logits_.data() : nullptr);
+        engine(nb).run(*cache_, tokens.data() + b, pos_.data(), nb, start + b + nb,
+                       last ? logits_.data() : nullptr);
         cache_->n_filled = static_cast<int32_t>(start + b + nb);
     }
     return logits_;
@@ -71,7 +84,7 @@ const std::vector<float>& session::decode(token_id t) {
         throw error(status::range, fmt("session: context of %d tokens is full", cache_->n_ctx()));
     }
     const int32_t p = cache_->n_filled;
-    fwd_->run(*cache_, &t, &p, 1, p + 1, logits_.data());
+    engine(1).run(*cache_, &t, &p, 1, p + 1, logits_.data());
     cache_->n_filled = p + 1;
     return logits_;
 }

@@ -73,6 +73,11 @@ public:
     // The model's weights on this session's backend (forward engines of the session share them).
     const model_weights& weights() const { return weights_->get(); }
     kv_cache& cache() { return *cache_; }
+    // The session's one forward engine, with scratch for at least min_rows rows. It grows (never
+    // shrinks) when asked for more: a blended prefill runs every prompt row of a layer at once and
+    // a chunk precompute runs [preamble][chunk] as one batch, so the engine ends up sized to the
+    // largest such prompt while decode and micro-batched prefill use the first rows of it.
+    forward_engine& engine(int64_t min_rows);
     const session_params& params() const { return params_; }
 
     // Appends tokens at positions n_past.. and returns the logits of the last one.

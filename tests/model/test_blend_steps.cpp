@@ -83,6 +83,37 @@ TEST_F(BlendStepsTest, EachChunkKeyIsHashedOncePerRequest) {
     }
 }
 
+TEST_F(BlendStepsTest, BlendingRunsOnTheSessionsOneForwardEngine) {
+    // Micro-batches of 8 rows: a blended prefill (every row of a layer at once) needs more, and
+    // must get them from the session's engine, not from a second engine of its own.
+    session_params sp;
+    sp.n_ctx = 512;
+    sp.n_threads = 2;
+    sp.n_batch = 8;
+    session s(model_, sp);
+    EXPECT_EQ(s.engine(1).max_rows(), 8);
+    blend_engine eng(s, store_, {});
+    blend_stats st;
+    const std::vector<float> logits = eng.prefill(req_, &st);
+    const int32_t n = s.n_past();
+    ASSERT_GT(n, 8);
+    forward_engine* one = &s.engine(1);
+    EXPECT_GE(one->max_rows(), n)
+        << "the blended prefill ran on an engine the session does not own";
+    // Decode continues on the same engine, from the blended cache.
+    s.decode(req_.question.back());
+    EXPECT_EQ(&s.engine(1), one);
+    EXPECT_EQ(s.n_past(), n + 1);
+    // A precompute of a longer [preamble][chunk] grows that engine again, not a private one.
+    std::vector<token_id> longer;
+    while (static_cast<int32_t>(longer.size()) <= n) {
+        longer.insert(longer.end(), req_.chunks[0].begin(), req_.chunks[0].end());
+    }
+    EXPECT_TRUE(eng.precompute_chunk(req_.preamble, longer));
+    EXPECT_GE(s.engine(1).max_rows(), static_cast<int32_t>(req_.preamble.size() + longer.size()));
+    EXPECT_THROW(s.engine(513), error) << "more rows than the context holds";
+}
+
 TEST_F(BlendStepsTest, AChunkOutsideARequestIsHashedOnceForPrecomputeAndItsKey) {
     // Ingest with precompute: precompute_chunk, then key_of for the catalog.
     blend_engine eng(*session_, store_, {});
