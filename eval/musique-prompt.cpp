@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/tokenizer/unicode.h"
+#include "core/util/text.h"
 #include "eval-metrics.h"
 
 namespace cacheblend::eval {
@@ -19,8 +20,6 @@ const char k_query[] =
     "\n\nAnswer the question directly based on the given passages. Do NOT repeat the question. "
     "The answer should be within 5 words. \nQuestion:";
 
-bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
-
 }  // namespace
 
 std::string normalize_question(const std::string& question) {
@@ -31,13 +30,13 @@ std::string normalize_question(const std::string& question) {
 }
 
 prompt_text musique_prompt(const std::vector<passage>& passages, const std::string& question) {
-    if (blank(question)) throw std::invalid_argument("musique prompt: the question is empty");
+    if (is_blank(question)) throw std::invalid_argument("musique prompt: the question is empty");
     prompt_text t;
     t.system = k_instruction;
     t.preamble = k_preamble;
     t.chunks.reserve(passages.size());
     for (size_t i = 0; i < passages.size(); ++i) {
-        if (blank(passages[i].text)) {
+        if (is_blank(passages[i].text)) {
             throw std::invalid_argument("musique prompt: passage " + std::to_string(i) +
                                         " has no text");
         }

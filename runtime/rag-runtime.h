@@ -1,8 +1,8 @@
 // The product's one-call set-up and its request path (docs/ARCHITECTURE.md, 'Ask path'): a
 // rag_runtime owns the model, the chunk KV store and the corpus (catalog + FAISS index + embedder)
-// of one data directory; a rag_session runs one request at a time over it: retrieve, assemble the
-// prompt within the context, blended prefill, generate, store what was computed from scratch. The C
-// ABI and the CLI are thin layers over these two classes.
+// of one data directory, and its ask() runs a request: retrieve, assemble the prompt within the
+// context, then a rag_session (runtime/rag-session.h) prefills it blended, generates and stores
+// what was computed from scratch. The C ABI and the CLI are thin layers over these two classes.
 //
 // Thread safety: a rag_runtime is shared by any number of threads (searches in parallel, ingests
 // serialized). A rag_session serves one call at a time; cancel() may come from any thread.
@@ -16,12 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/blend/blend.h"
-#include "core/engine/session.h"
 #include "core/kvstore/kv-store.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
 #include "retrieval/corpus.h"
+#include "runtime/rag-session.h"
 
 namespace cacheblend {
 
@@ -50,6 +49,37 @@ struct data_dir_stats {
 
 // ${XDG_DATA_HOME:-$HOME/.local/share}/cacheblend
 std::string default_data_dir();
+
+// The library's ask defaults: greedy decoding with llama.cpp's classic repeat penalty, 1.1 over
+// the last 64 tokens. Greedy keeps an answer on the passages' most likely wording (sampling
+// invents more), is reproducible, and lets blend and full modes be compared token for token; but
+// greedy alone makes small models repeat a sentence until max_tokens, and the mild penalty
+// breaks those loops while a window of 64 still lets an answer repeat names and numbers it
+// quoted earlier. README, "Sampling", shows a loop it ends.
+constexpr float k_ask_repeat_penalty = 1.1f;
+constexpr int32_t k_ask_repeat_last_n = 64;
+
+struct ask_params {
+    search_params search;  // k defaults to 4 for answering
+    generation_params gen;
+    bool compare_full = false;  // also time the same prompt in full mode (first token only)
+    ask_params() {
+        search.k = 4;
+        gen.sampling.repeat_penalty = k_ask_repeat_penalty;
+        gen.sampling.repeat_last_n = k_ask_repeat_last_n;
+    }
+};
+
+struct ask_result {
+    generation_result gen;
+    blend_stats blend;
+    std::vector<search_hit> citations;  // the chunks in the prompt, best first
+    int32_t chunks_dropped = 0;         // retrieved but left out to fit the context
+    int64_t prompt_tokens = 0;
+    search_mode searched = search_mode::hybrid;
+    std::string notice;  // retriever notes and blend fallbacks, "; "-joined
+    double search_ms = 0, store_ms = 0, full_ttft_ms = 0;
+};
 
 class rag_runtime {
 public:
@@ -83,6 +113,13 @@ public:
     data_dir_stats stats();
     void interrupt() { interrupt_epoch_.fetch_add(1); }
 
+    // The request path (runtime/ask.cpp): retrieve from this corpus, assemble the prompt within
+    // the session's context, let the session answer it, record each chunk's KV key in the
+    // catalog. Throws error(status::aborted) when cancelled, status::invalid_arg when nothing
+    // matches, status::range when even one chunk cannot fit.
+    ask_result ask(rag_session& s, const std::string& question, const ask_params& p,
+                   const token_callback& on_token);
+
 private:
     rag_runtime() = default;
     ingest_params wrap(ingest_params p, bool precompute_kv);
@@ -103,93 +140,6 @@ private:
     std::mutex precompute_mu_;
     std::unique_ptr<session> precompute_session_;
     std::unique_ptr<blend_engine> precompute_engine_;
-};
-
-// The library's ask defaults: greedy decoding with llama.cpp's classic repeat penalty, 1.1 over
-// the last 64 tokens. Greedy keeps an answer on the passages' most likely wording (sampling
-// invents more), is reproducible, and lets blend and full modes be compared token for token; but
-// greedy alone makes small models repeat a sentence until max_tokens, and the mild penalty
-// breaks those loops while a window of 64 still lets an answer repeat names and numbers it
-// quoted earlier. README, "Sampling", shows a loop it ends.
-constexpr float k_ask_repeat_penalty = 1.1f;
-constexpr int32_t k_ask_repeat_last_n = 64;
-
-struct ask_params {
-    search_params search;  // k defaults to 4 for answering
-    generation_params gen;
-    bool compare_full = false;  // also time the same prompt in full mode (first token only)
-    ask_params() {
-        search.k = 4;
-        gen.sampling.repeat_penalty = k_ask_repeat_penalty;
-        gen.sampling.repeat_last_n = k_ask_repeat_last_n;
-    }
-};
-
-struct ask_result {
-    generation_result gen;
-    blend_stats blend;
-    std::vector<search_hit> citations;  // the chunks in the prompt, best first
-    int32_t chunks_dropped = 0;          // retrieved but left out to fit the context
-    int64_t prompt_tokens = 0;
-    search_mode searched = search_mode::hybrid;
-    std::string notice;                  // retriever notes and blend fallbacks, "; "-joined
-    double search_ms = 0, store_ms = 0, full_ttft_ms = 0;
-};
-
-class rag_session {
-public:
-    // kv may be null: such a session serves plain prefills (prefill_text / prefill_tokens) only.
-    rag_session(std::shared_ptr<const model> m, std::shared_ptr<kv_store> kv,
-                const session_params& sp, const blend_params& bp);
-    ~rag_session();
-
-    const model& get_model() const { return *model_; }
-    int32_t n_ctx() const { return sess_.n_ctx(); }
-    const blend_params& params() const { return bp_; }
-    void set_params(const blend_params& bp);
-
-    // Retrieval-augmented answer from rt's corpus. Throws error(status::aborted) when cancelled,
-    // status::invalid_arg when nothing matches, status::range when even one chunk cannot fit.
-    ask_result ask(rag_runtime& rt, const std::string& question, const ask_params& p,
-                   const token_callback& on_token);
-
-    // [P][chunks][Q] in the default RAG format; the logits wait for generate(). Misses are written
-    // back before returning (outside the timed prefill).
-    blend_stats prefill_chunks(const std::vector<std::string>& chunks, const std::string& question);
-    // The same for any prompt layout (rag-prompt.h): the experimental C API's prefill.
-    blend_stats prefill_prompt(const rag_prompt_text& text);
-    // Stores the KV of each of the prompt's chunks that the store lacks; returns how many.
-    int64_t precompute_prompt(const rag_prompt_text& text);
-    // Plain prefill of a whole prompt (no chunk reuse): the logits wait for generate().
-    // Returns the prefill time in ms.
-    double prefill_tokens(const std::vector<token_id>& tokens);
-    // The text tokenized like llama.cpp (BOS/EOS as the GGUF says, special text parsed only when
-    // asked), or rendered as one user message (after `system`, when given) in the model's chat
-    // template; then prefill_tokens.
-    double prefill_text(const std::string& text, bool chat, const std::string& system,
-                        bool parse_special);
-    // The prompt of the last prefill (any kind).
-    const std::vector<token_id>& prompt_tokens() const { return prompt_; }
-    // Next-token logits of the last prefill (kept after generate()); empty before any.
-    const std::vector<float>& last_logits() const { return pending_logits_; }
-
-    // Once per prefill_* (status::misuse otherwise).
-    generation_result generate(const generation_params& gp, const token_callback& on_token);
-
-    void cancel() { sess_.cancel(); }
-
-private:
-    blend_engine& engine();  // throws status::invalid_arg without a store
-
-    std::shared_ptr<const model> model_;
-    std::shared_ptr<kv_store> kv_;
-    session sess_;
-    blend_params bp_;
-    std::unique_ptr<blend_engine> engine_;  // null without a KV store (plain prefill only)
-    std::vector<token_id> prompt_;
-    std::vector<float> pending_logits_;  // of the last prefill_*, until generate()
-    bool pending_ = false;
-    double pending_prefill_ms_ = 0;
 };
 
 }  // namespace cacheblend

@@ -18,7 +18,9 @@
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
 #include "core/util/error.h"
+#include "core/util/text.h"
 
+using cacheblend::is_blank;
 using cacheblend::capi::busy_error;
 using cacheblend::capi::busy_scope;
 using cacheblend::capi::invalid;
@@ -26,8 +28,6 @@ using cacheblend::capi::read_params;
 using cacheblend::capi::write_out;
 
 namespace {
-
-bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
 // The session's blend params with the caller's knobs applied; invalid values throw invalid_arg.
 cacheblend::blend_params to_blend(const char* fn, const cbl_x_blend_params& p,
@@ -83,7 +83,7 @@ cacheblend::rag_prompt_text to_text(const char* fn, const cbl_x_prompt& p) {
     const auto bad = [fn](const std::string& what) {
         return cacheblend::error(cacheblend::status::invalid_arg, std::string(fn) + ": " + what);
     };
-    if (!p.question || blank(p.question)) throw bad("the question is empty");
+    if (!p.question || is_blank(p.question)) throw bad("the question is empty");
     if (p.n_chunks == 0) throw bad("no chunks");
     if (!p.chunks) throw bad("chunks is NULL");
     std::vector<std::string> chunks;
@@ -91,7 +91,7 @@ cacheblend::rag_prompt_text to_text(const char* fn, const cbl_x_prompt& p) {
     for (size_t i = 0; i < p.n_chunks; ++i) {
         if (!p.chunks[i]) throw bad(fmt("chunk %zu is NULL", i));
         chunks.emplace_back(p.chunks[i], p.lens ? p.lens[i] : std::strlen(p.chunks[i]));
-        if (blank(chunks.back())) throw bad(fmt("chunk %zu has no text", i));
+        if (is_blank(chunks.back())) throw bad(fmt("chunk %zu has no text", i));
     }
     if (p.format != CBL_X_PROMPT_CUSTOM && (p.system || p.preamble)) {
         throw bad("system and preamble apply to CBL_X_PROMPT_CUSTOM only");

@@ -132,8 +132,9 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
         ap.compare_full = p.compare_full;
         if (p.top_logprobs < 0) return invalid(cbl_fn, "top_logprobs must be >= 0");
         ap.gen.top_logprobs = p.top_logprobs;
-        cacheblend::ask_result r = session->s->ask(
-            *session->rt, question, ap, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
+        cacheblend::ask_result r =
+            session->rt->ask(*session->s, question, ap,
+                             cacheblend::capi::to_token_callback(p.on_token, p.user_data));
         auto a = make_answer(r.gen, r.blend, std::move(r.notice));
         a->citations = std::move(r.citations);
         a->stats.search_ms = r.search_ms;
