@@ -15,6 +15,8 @@ pkgs=(
   libgtest-dev libgmock-dev          # ctest suite
   libbenchmark-dev                   # microbenchmarks
   python3 python3-pip python3-venv   # model fetch, peer scripts
+  golang-go                          # Go binding and samples/assistant (standard library only)
+  chromium chromium-driver python3-selenium  # samples/assistant's browser test (headless)
   clang-format                       # scripts/check-format.sh (.clang-format), run by the tests
   unzip curl ca-certificates         # model fetch
   "$@"
