@@ -91,6 +91,21 @@ if [[ -f bindings/go/go.mod ]]; then
     "$CBL_BUILD_DIR/go/bin/ask" "$tmp/data" "$tmp/docs" "Where is Kilimanjaro?" > "$tmp/out"
     grep -q "kilimanjaro.txt" "$tmp/out" || { cat "$tmp/out"; echo "go sample: no citation" >&2; exit 1; }
   )
+  phase "samples/assistant: go vet, go test (API), and the page in headless Chromium"
+  ( export PKG_CONFIG_PATH="$CBL_BUILD_DIR/pkgconfig-build${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export GOPROXY=off GOFLAGS=-mod=mod GOCACHE="$CBL_BUILD_DIR/go/cache" GOPATH="$CBL_BUILD_DIR/go/path"
+    cd samples/assistant
+    go vet ./...
+    go test -count=1 ./...
+    go build -o "$CBL_BUILD_DIR/go/bin/" .
+    # Debian's python3 has python3-selenium (a pyenv or venv python3 first on PATH may not).
+    py=/usr/bin/python3
+    [[ -x $py ]] || py=python3
+    # Exit 77 is a skip (no browser), which CBL_REQUIRE_MODEL=1 turns into a failure.
+    rc=0
+    "$py" browser_test.py "$CBL_BUILD_DIR/go/bin/assistant" || rc=$?
+    ((rc == 0 || rc == 77)) || exit "$rc"
+  )
 fi
 if [[ -f bindings/rust/Cargo.toml ]]; then
   phase "cargo test (bindings/rust, samples/rust: header check, real-model tests, a sample run)"
