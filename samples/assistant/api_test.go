@@ -138,11 +138,22 @@ func TestNoPathTraversal(t *testing.T) {
 	secret := filepath.Join(filepath.Dir(ts.s.uploads), "secret.txt")
 	os.WriteFile(secret, []byte("secret"), 0o600)
 	os.Symlink(secret, filepath.Join(ts.s.uploads, "link.txt"))
+	// A document of the catalog whose file became a link leading out (e.g. replaced on disk).
+	if code, b, j := ts.upload(t, "", filePart{"swapped.txt", "Pears ripen in autumn."}); code != http.StatusAccepted || j.State != "done" {
+		t.Fatalf("upload: %d %s %+v", code, b, j)
+	}
+	swapped := filepath.Join(ts.s.uploads, "swapped.txt")
+	if err := os.Remove(swapped); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, swapped); err != nil {
+		t.Fatal(err)
+	}
 	os.WriteFile(filepath.Join(ts.s.uploads, "stray.txt"), []byte("not ingested"), 0o600)
 	uris := []string{
 		"/etc/passwd", secret, filepath.Join(ts.s.uploads, "..", "secret.txt"),
 		ts.s.uploads + "/../secret.txt", ts.s.uploads + "//notes.txt", "notes.txt", "../secret.txt",
-		filepath.Join(ts.s.uploads, "link.txt"), filepath.Join(ts.s.uploads, "stray.txt"),
+		filepath.Join(ts.s.uploads, "link.txt"), filepath.Join(ts.s.uploads, "stray.txt"), swapped,
 		filepath.Join(filepath.Dir(ts.s.uploads), "catalog.db"), ts.s.uploads, "",
 	}
 	for _, uri := range uris {
@@ -175,7 +186,7 @@ func TestNoPathTraversal(t *testing.T) {
 	}
 	var list struct{ Documents []docJSON }
 	_, b := ts.do(t, http.MethodGet, "/api/documents", "", nil)
-	if json.Unmarshal(b, &list); len(list.Documents) != 0 {
+	if json.Unmarshal(b, &list); len(list.Documents) != 1 || list.Documents[0].Name != "swapped.txt" {
 		t.Errorf("documents after DELETE: %s", b)
 	}
 }

@@ -130,17 +130,17 @@ def wait_for(driver, what, fn, timeout=120):
         raise AssertionError("timed out waiting for %s (page error: %r)" % (what, err))
 
 
-def upload(driver, files, collection=""):
+def upload(driver, files, collection="", timeout=120):
     driver.find_element("id", "files").send_keys("\n".join(files))
     if collection:
         driver.find_element("id", "upload-collection").send_keys(collection)
     driver.find_element("id", "upload-btn").click()
     names = [os.path.basename(f) for f in files]
     return wait_for(driver, "the documents listed", lambda d: all(
-        any(e.text == n for e in d.find_elements("css selector", "#docs .doc .name")) for n in names) and names)
+        any(e.text == n for e in d.find_elements("css selector", "#docs .doc .name")) for n in names) and names, timeout)
 
 
-def ask(driver, question, compare=True):
+def ask(driver, question, compare=True, k=None, timeout=120):
     """Asks and waits for the answer to end; returns in how many separate tasks the answer's
     text changed. A MutationObserver's callback runs once per task however many tokens that task
     appended, so a response that arrived in one piece counts 1, a streamed one more."""
@@ -151,12 +151,16 @@ def ask(driver, question, compare=True):
     box = driver.find_element("id", "compare")
     if box.is_selected() != compare:
         box.click()
+    if k:
+        field = driver.find_element("id", "k")
+        field.clear()
+        field.send_keys(str(k))
     q = driver.find_element("id", "question")
     q.clear()
     q.send_keys(question)
     driver.find_element("id", "ask-btn").click()
     wait_for(driver, "the answer to end", lambda d: d.find_elements("css selector", "#citations .citation")
-             and "streaming" not in d.find_element("id", "answer").get_attribute("class"))
+             and "streaming" not in d.find_element("id", "answer").get_attribute("class"), timeout)
     return driver.execute_script("return window.__changes")
 
 
@@ -211,9 +215,11 @@ def run_screenshot(binary, out, model, question, files):
             driver = new_driver(webdriver, chromium, chromedriver, 1280, 860)
             driver.get(server.url)
             wait_for(driver, "the page", lambda d: "libcacheblend" in d.find_element("id", "version").text, 60)
-            upload(driver, files, collection="licenses")
-            ask(driver, question)  # the first answer computes and stores the chunks' KV
-            ask(driver, question)  # the second reuses it: blend vs full shows
+            upload(driver, files, collection="licenses", timeout=600)
+            # The first answer computes and stores the chunks' KV; the second reuses it, so the
+            # blend vs full comparison shows. A 1.5B model on a few cores: minutes, not seconds.
+            ask(driver, question, k=3, timeout=1200)
+            ask(driver, question, k=3, timeout=1200)
             driver.find_element("css selector", "#citations .citation .cite-head").click()
             time.sleep(0.5)
             driver.save_screenshot(out)
@@ -231,7 +237,7 @@ def main():
     p.add_argument("--model", default="qwen2.5-coder-1.5b")
     p.add_argument("--question", default="")
     p.add_argument("files", nargs="*")
-    a = p.parse_args()
+    a = p.parse_intermixed_args()
     if a.screenshot:
         run_screenshot(a.binary, a.screenshot, a.model, a.question, a.files)
     else:
