@@ -180,6 +180,26 @@ CBL_API const char *cbl_device_name(int32_t i);
 #define CBL_STOP_CONTEXT  3 /* the session's context is full */
 #define CBL_STOP_CALLBACK 4 /* the token callback returned false */
 
+/* ---- names of the enums above: one table, in the library ----
+ * Front ends print and parse these values by name (a CLI flag, JSON output, a binding's String);
+ * asking the library keeps every front end on the same words. */
+#define CBL_NAMES_MODE 1      /* CBL_MODE_*: "full", "prefix", "reuse", "blend" */
+#define CBL_NAMES_SEARCH 2    /* CBL_SEARCH_*: "hybrid", "dense", "bm25" */
+#define CBL_NAMES_KV_FORMAT 3 /* CBL_KV_*: "f16", "q8", "exact" */
+#define CBL_NAMES_DOC 4       /* CBL_DOC_*: "text", "markdown", "html" */
+#define CBL_NAMES_STOP 5      /* CBL_STOP_*: "none", "eog", "length", "context", "stopped" */
+
+/** The name of `value` among the CBL_NAMES_* `kind`'s constants: a static string, or NULL for a
+ *  kind or value the library does not know. A DEFAULT (0) value names the default it stands for
+ *  (CBL_MODE_DEFAULT gives "blend"; CBL_STOP_NONE, which is no default, gives "none").
+ *  @since 0.1 */
+CBL_API const char *cbl_enum_name(int32_t kind, int32_t value);
+
+/** The value named `name` (exactly as cbl_enum_name spells it) of the CBL_NAMES_* `kind`, in
+ *  *out_value. CBL_INVALID_ARG for an unknown kind or name; the message lists the valid names.
+ *  @since 0.1 */
+CBL_API cbl_status cbl_enum_parse(int32_t kind, const char *name, int32_t *out_value);
+
 /* ---- runtime: model + KV store + catalog + index in one handle ----
  * Thread safety: a runtime is shared by any number of threads. Searches run in parallel; ingest
  * and delete calls are serialized internally. Sessions made from it keep it alive. */

@@ -18,14 +18,6 @@ const char k_file[] = "calibration";
 const char k_magic[] = "cacheblend-calibration 1";
 constexpr size_t k_max_bytes = 1 << 20;
 
-bool parse_format(const std::string& s, kv_format* f) {
-    if (s == "f16") *f = kv_format::f16;
-    else if (s == "q8") *f = kv_format::q8;
-    else if (s == "exact") *f = kv_format::exact;
-    else return false;
-    return true;
-}
-
 bool valid_metric(const std::string& m) {
     if (m.empty() || m.size() > 32) return false;
     for (char c : m) {
@@ -70,9 +62,10 @@ std::vector<calibration> read_all(const std::string& path, file_io& io) {
         errno = 0;
         c.model_fingerprint = std::strtoull(fp_hex.c_str(), &end, 16);
         const bool ok = !ls.fail() && !(ls >> rest) && fp_hex.size() == 16 && end && *end == '\0' &&
-                        errno == 0 && parse_format(format, &c.format) && (met == 0 || met == 1) &&
-                        valid_metric(metric) && c.ratio >= 0.f && c.ratio <= 1.f &&
-                        std::isfinite(c.target) && std::isfinite(c.value) && c.records >= 0;
+                        errno == 0 && parse_kv_format(format, &c.format) &&
+                        (met == 0 || met == 1) && valid_metric(metric) && c.ratio >= 0.f &&
+                        c.ratio <= 1.f && std::isfinite(c.target) && std::isfinite(c.value) &&
+                        c.records >= 0;
         if (!ok) throw error(status::corrupt, fmt("%s line %d is malformed", path.c_str(), line_no));
         c.met = met == 1;
         c.metric = metric;

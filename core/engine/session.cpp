@@ -15,6 +15,18 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+const char* generation_stop_name(generation_stop r) {
+    switch (r) {
+        case generation_stop::none: return "none";
+        case generation_stop::eog: return "eog";
+        case generation_stop::length: return "length";
+        case generation_stop::context: return "context";
+        case generation_stop::callback: return "stopped";
+        case generation_stop::cancelled: return "cancelled";
+    }
+    return "unknown";
+}
+
 int32_t default_thread_count() {
     const unsigned hc = std::thread::hardware_concurrency();
     return static_cast<int32_t>(std::clamp(hc == 0 ? 4u : hc, 1u, 16u));

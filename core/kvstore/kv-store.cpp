@@ -24,6 +24,16 @@ const char* kv_format_name(kv_format f) {
     return "unknown";
 }
 
+bool parse_kv_format(const std::string& s, kv_format* out) {
+    for (kv_format f : {kv_format::f16, kv_format::q8, kv_format::exact}) {
+        if (s == kv_format_name(f)) {
+            *out = f;
+            return true;
+        }
+    }
+    return false;
+}
+
 const char* kv_verify_status_name(kv_verify_status s) {
     switch (s) {
         case kv_verify_status::ok: return "ok";

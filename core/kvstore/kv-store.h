@@ -26,6 +26,8 @@ enum class kv_format : uint32_t {
     exact = 3,
 };
 const char* kv_format_name(kv_format f);
+// The format named by kv_format_name; false for any other text.
+bool parse_kv_format(const std::string& s, kv_format* out);
 
 // What a stored chunk must match to be usable (anything else is foreign and a miss).
 struct chunk_kv_meta {

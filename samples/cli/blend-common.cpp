@@ -34,6 +34,11 @@ std::string default_ratio_text() {
     return buf;
 }
 
+flag_spec mode_flag() {
+    return {"mode", "M",
+            enum_names(CBL_NAMES_MODE) + " (default " + mode_name(CBL_MODE_DEFAULT) + ")"};
+}
+
 flag_spec ratio_flag() {
     return {"ratio", "R|auto|calibrated",
             "share of reused tokens recomputed by blend (default " + default_ratio_text() +
@@ -102,7 +107,9 @@ std::vector<flag_spec> blend_tuning_flags() {
         {"check-ratios", "R,..", "ratio kept at each check layer, non-increasing (gradual)"},
         {"deviation", "v|k|kv|random",
          "what the check layer compares: V, K or both (default v); random: the control"},
-        {"kv-format", "f16|q8|exact", "stored KV format (default f16; exact: K in f32)"},
+        {"kv-format", "F",
+         "stored KV format: " + enum_names(CBL_NAMES_KV_FORMAT) + " (default " +
+             enum_name(CBL_NAMES_KV_FORMAT, CBL_KV_DEFAULT) + "; exact: K in f32)"},
     };
 }
 
@@ -181,9 +188,7 @@ blend_tuning parse_blend_tuning(const parsed_args& a) {
         }
     }
     if (auto f = a.get("kv-format")) {
-        if (!parse_kv_format(*f, &t.kv_format)) {
-            throw usage_error("--kv-format: expected f16, q8 or exact, got '" + *f + "'");
-        }
+        t.kv_format = parse_enum(CBL_NAMES_KV_FORMAT, "kv-format", *f);
     }
     return t;
 }

@@ -22,6 +22,8 @@ std::string default_ratio_text();
 
 // --ratio R|auto|calibrated (ask, blend).
 flag_spec ratio_flag();
+// --mode with the library's mode names and default.
+flag_spec mode_flag();
 
 flag_spec store_flag();
 // --data DIR: use the data directory's own store, DIR/kv, where `ingest` and `ask` keep chunk KV,

@@ -2,61 +2,41 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
+
+#include "args.h"
 
 namespace cacheblend::cli {
 
-const char* mode_name(int32_t mode) {
-    switch (mode) {
-        case CBL_MODE_FULL: return "full";
-        case CBL_MODE_PREFIX: return "prefix";
-        case CBL_MODE_REUSE: return "reuse";
-        case CBL_MODE_DEFAULT:
-        case CBL_MODE_BLEND: return "blend";
-        default: return "unknown";
+const char* enum_name(int32_t kind, int32_t value) {
+    const char* n = cbl_enum_name(kind, value);
+    return n ? n : "unknown";
+}
+
+int32_t parse_enum(int32_t kind, const std::string& flag, const std::string& text) {
+    int32_t v = 0;
+    if (cbl_enum_parse(kind, text.c_str(), &v) != CBL_OK) {
+        // The library's message names the valid words; drop its function-name prefix.
+        std::string why = cbl_last_error();
+        const size_t colon = why.find(": ");
+        if (colon != std::string::npos) why = why.substr(colon + 2);
+        throw usage_error("--" + flag + ": " + why);
     }
+    return v;
 }
 
-bool parse_mode(const std::string& s, int32_t* out) {
-    if (s == "full") *out = CBL_MODE_FULL;
-    else if (s == "prefix") *out = CBL_MODE_PREFIX;
-    else if (s == "reuse") *out = CBL_MODE_REUSE;
-    else if (s == "blend") *out = CBL_MODE_BLEND;
-    else return false;
-    return true;
-}
-
-const char* search_name(int32_t mode) {
-    switch (mode) {
-        case CBL_SEARCH_DENSE: return "dense";
-        case CBL_SEARCH_BM25: return "bm25";
-        default: return "hybrid";
+std::string enum_names(int32_t kind) {
+    std::vector<std::string> names;
+    // Values are small and dense from 1 (CBL_STOP_NONE is 0, and is no flag value).
+    for (int32_t v = 1; v < 64; ++v) {
+        if (const char* n = cbl_enum_name(kind, v)) names.push_back(n);
     }
-}
-
-bool parse_search(const std::string& s, int32_t* out) {
-    if (s == "hybrid") *out = CBL_SEARCH_HYBRID;
-    else if (s == "dense") *out = CBL_SEARCH_DENSE;
-    else if (s == "bm25") *out = CBL_SEARCH_BM25;
-    else return false;
-    return true;
-}
-
-const char* stop_name(int32_t stop) {
-    switch (stop) {
-        case CBL_STOP_EOG: return "eog";
-        case CBL_STOP_LENGTH: return "length";
-        case CBL_STOP_CONTEXT: return "context";
-        case CBL_STOP_CALLBACK: return "stopped";
-        default: return "none";
+    std::string out;
+    for (size_t i = 0; i < names.size(); ++i) {
+        out += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+        out += names[i];
     }
-}
-
-bool parse_kv_format(const std::string& s, int32_t* out) {
-    if (s == "f16") *out = CBL_KV_F16;
-    else if (s == "q8") *out = CBL_KV_Q8;
-    else if (s == "exact") *out = CBL_KV_EXACT;
-    else return false;
-    return true;
+    return out;
 }
 
 const char* kv_format_name(int32_t format) {

@@ -44,12 +44,17 @@ model_ptr load_model(const std::string& path);
 // The library's default thread count (all cores, 1 to 16): what a 0 in a params struct means.
 int32_t default_thread_count();
 
-const char* mode_name(int32_t mode);          // CBL_MODE_* -> "full", "blend", ...
-bool parse_mode(const std::string& s, int32_t* out);
-const char* search_name(int32_t mode);        // CBL_SEARCH_* -> "hybrid", "dense", "bm25"
-bool parse_search(const std::string& s, int32_t* out);
-const char* stop_name(int32_t stop);          // CBL_STOP_* -> "eog", "length", ...
-bool parse_kv_format(const std::string& s, int32_t* out);
+// Names of the ABI's enum values, from the library's one table (cbl_enum_name/cbl_enum_parse):
+// the CLI prints, parses and lists exactly the words the library uses.
+const char* enum_name(int32_t kind, int32_t value);  // "unknown" for a value the library lacks
+// The value of `text` for a flag; an unknown name is a usage error naming the flag and the
+// valid names.
+int32_t parse_enum(int32_t kind, const std::string& flag, const std::string& text);
+// "full, prefix, reuse or blend": the names of a kind, for help texts.
+std::string enum_names(int32_t kind);
+inline const char* mode_name(int32_t mode) { return enum_name(CBL_NAMES_MODE, mode); }
+inline const char* search_name(int32_t mode) { return enum_name(CBL_NAMES_SEARCH, mode); }
+inline const char* stop_name(int32_t stop) { return enum_name(CBL_NAMES_STOP, stop); }
 // The flag value of a CBL_KV_* format (CBL_KV_DEFAULT is f16).
 const char* kv_format_name(int32_t format);
 

@@ -34,10 +34,14 @@ const command_spec& spec() {
                 model_flag(),
                 kv_budget_flag(),
                 {"k", "K", "number of chunks to retrieve (default 4)"},
-                {"mode", "M", "full, prefix, reuse or blend (default blend)"},
+                mode_flag(),
                 ratio_flag(),
-                {"kv-format", "F", "chunk KV format in the store: f16 (default), q8 or exact"},
-                {"search", "S", "hybrid (default), dense or bm25"},
+                {"kv-format", "F",
+                 "chunk KV format in the store: " + enum_names(CBL_NAMES_KV_FORMAT) + " (default " +
+                     enum_name(CBL_NAMES_KV_FORMAT, CBL_KV_DEFAULT) + ")"},
+                {"search", "S",
+                 enum_names(CBL_NAMES_SEARCH) + " (default " +
+                     enum_name(CBL_NAMES_SEARCH, CBL_SEARCH_DEFAULT) + ")"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
                 {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
                 {"ctx", "N", "session context in tokens (default: the model's, at most 8192)"},
@@ -175,9 +179,7 @@ int run_ask(const std::vector<std::string>& args) {
     cbl_session_params sp;
     cbl_session_params_init(&sp);
     const std::string mode = a.get_or("mode", "blend");
-    if (!parse_mode(mode, &sp.mode)) {
-        throw usage_error("--mode: expected full, prefix, reuse or blend, got '" + mode + "'");
-    }
+    sp.mode = parse_enum(CBL_NAMES_MODE, "mode", mode);
     if (a.get_or("ratio", "") == "auto") {
         sp.auto_ratio = true;
     } else if (a.get_or("ratio", "") == "calibrated") {
@@ -189,9 +191,8 @@ int run_ask(const std::vector<std::string>& args) {
         }
         sp.recompute_ratio = static_cast<float>(r);
     }
-    if (a.has("kv-format") && !parse_kv_format(*a.get("kv-format"), &sp.kv_format)) {
-        throw usage_error("--kv-format: expected f16, q8 or exact");
-    }
+    if (auto f = a.get("kv-format"))
+        sp.kv_format = parse_enum(CBL_NAMES_KV_FORMAT, "kv-format", *f);
     sp.n_ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));
     const auto threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
     sp.n_threads = threads;
@@ -199,9 +200,7 @@ int run_ask(const std::vector<std::string>& args) {
     cbl_ask_params ap;
     cbl_ask_params_init(&ap);
     ap.k = static_cast<int32_t>(a.get_int("k", 4, 1, 1000));
-    if (!parse_search(a.get_or("search", "hybrid"), &ap.search_mode)) {
-        throw usage_error("ask: --search must be hybrid, dense or bm25");
-    }
+    ap.search_mode = parse_enum(CBL_NAMES_SEARCH, "search", a.get_or("search", "hybrid"));
     const doc_filter filter = parse_filter_flags(a, "ask");
     filter.apply_to(&ap);
     ap.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 128, 1, 1 << 24));

@@ -40,7 +40,7 @@ const command_spec& spec() {
                 model_flag(),
                 {"chunk", "FILE", "a document chunk (repeat; prompt order)", true},
                 {"question", "Q", "the question (required)"},
-                {"mode", "M", "full, prefix, reuse or blend (default blend)"},
+                mode_flag(),
                 ratio_flag(),
                 store_flag(),
                 store_data_flag(),
@@ -137,11 +137,7 @@ int run_blend(const std::vector<std::string>& args) {
     if (chunk_files.empty()) throw usage_error("blend: at least one --chunk FILE is required");
     const auto question = a.get("question");
     if (!question || question->empty()) throw usage_error("blend: --question is required");
-    int32_t mode = CBL_MODE_BLEND;
-    const std::string mode_text = a.get_or("mode", "blend");
-    if (!parse_mode(mode_text, &mode)) {
-        throw usage_error("--mode: expected full, prefix, reuse or blend, got '" + mode_text + "'");
-    }
+    const int32_t mode = parse_enum(CBL_NAMES_MODE, "mode", a.get_or("mode", "blend"));
     const bool ratio_auto = a.get_or("ratio", "") == "auto";
     const bool ratio_calibrated = a.get_or("ratio", "") == "calibrated";
     const auto ratio = ratio_auto || ratio_calibrated

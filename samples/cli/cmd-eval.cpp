@@ -79,10 +79,7 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
         const size_t comma = modes.find(',', pos);
         const std::string m =
             modes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        int32_t bm = 0;
-        if (!parse_mode(m, &bm)) {
-            throw usage_error("--modes: unknown mode '" + m + "' (full, prefix, reuse, blend)");
-        }
+        const int32_t bm = parse_enum(CBL_NAMES_MODE, "modes", m);
         if (bm == CBL_MODE_BLEND) {
             has_blend = true;
         } else if (seen.insert(m).second) {

@@ -49,9 +49,7 @@ int run_search(const std::vector<std::string>& args) {
     cbl_search_params sp;
     cbl_search_params_init(&sp);
     sp.k = static_cast<int32_t>(a.get_int("k", 5, 1, 10000));
-    if (!parse_search(a.get_or("mode", "hybrid"), &sp.mode)) {
-        throw usage_error("search: --mode must be hybrid, dense or bm25");
-    }
+    sp.mode = parse_enum(CBL_NAMES_SEARCH, "mode", a.get_or("mode", "hybrid"));
     const doc_filter filter = parse_filter_flags(a, "search");
     filter.apply_to(&sp);
     if (!a.has("data")) throw usage_error("search: --data DIR is required");

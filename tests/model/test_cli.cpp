@@ -362,6 +362,27 @@ TEST(Cli, BadFlagsExit2WithOneLine) {
     expect_clean_error(run_cli({"ask", "--data", "d", "q", "--mode", "sideways"}), 2, "--mode");
 }
 
+// Mode, search and KV-format words come from the library's one table (cbl_enum_parse): a wrong
+// word is a usage error listing the library's words, and --help shows the same words.
+TEST(Cli, EnumFlagsUseTheLibrarysNames) {
+    CBL_REQUIRE_CLI();
+    run_result r = run_cli({"ask", "--data", "d", "q", "--mode", "Blend"});
+    expect_clean_error(r, 2, "full, prefix, reuse, blend");
+    expect_clean_error(run_cli({"search", "--data", "d", "q", "--mode", "fts"}), 2,
+                       "hybrid, dense, bm25");
+    expect_clean_error(run_cli({"ask", "--data", "d", "q", "--search", "fts"}), 2, "--search");
+    expect_clean_error(run_cli(
+                           {"blend", "--question", "q", "--chunk", "c.txt", "--kv-format", "f32"}),
+                       2, "f16, q8, exact");
+    expect_clean_error(run_cli({"eval", "--dataset", "x.json", "--modes", "full,mixed"}), 2,
+                       "'mixed'");
+    r = run_cli({"ask", "--help"});
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_NE(r.out.find("full, prefix, reuse or blend (default blend)"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("hybrid, dense or bm25 (default hybrid)"), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingModelExits1) {
     CBL_REQUIRE_CLI();
     const std::string missing = temp_path("does-not-exist.gguf");

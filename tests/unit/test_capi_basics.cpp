@@ -1,6 +1,9 @@
 // C ABI basics: versions, status strings, thread-local errors, params struct_size handling.
 #include <cmath>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cacheblend.h"
 #include "cacheblend_experimental.h"
@@ -30,6 +33,63 @@ TEST(CApi, StatusStrings) {
     EXPECT_STREQ(cbl_status_str(CBL_OK), "ok");
     EXPECT_STREQ(cbl_status_str(CBL_IO_READ), "i/o error");  // primary code decides
     EXPECT_STREQ(cbl_status_str(9999), "unknown status");
+}
+
+// Every named constant has one name in the library, and the name parses back to the constant.
+TEST(CApi, EnumNamesRoundTripForEveryKind) {
+    const struct {
+        int32_t kind;
+        std::vector<std::pair<int32_t, const char*>> values;
+        int32_t def;
+    } kinds[] = {
+        {CBL_NAMES_MODE,
+         {{CBL_MODE_FULL, "full"},
+          {CBL_MODE_PREFIX, "prefix"},
+          {CBL_MODE_REUSE, "reuse"},
+          {CBL_MODE_BLEND, "blend"}},
+         CBL_MODE_BLEND},
+        {CBL_NAMES_SEARCH,
+         {{CBL_SEARCH_HYBRID, "hybrid"}, {CBL_SEARCH_DENSE, "dense"}, {CBL_SEARCH_BM25, "bm25"}},
+         CBL_SEARCH_HYBRID},
+        {CBL_NAMES_KV_FORMAT,
+         {{CBL_KV_F16, "f16"}, {CBL_KV_Q8, "q8"}, {CBL_KV_EXACT, "exact"}},
+         CBL_KV_F16},
+        {CBL_NAMES_DOC,
+         {{CBL_DOC_TEXT, "text"}, {CBL_DOC_MARKDOWN, "markdown"}, {CBL_DOC_HTML, "html"}},
+         CBL_DOC_TEXT},
+        {CBL_NAMES_STOP,
+         {{CBL_STOP_NONE, "none"},
+          {CBL_STOP_EOG, "eog"},
+          {CBL_STOP_LENGTH, "length"},
+          {CBL_STOP_CONTEXT, "context"},
+          {CBL_STOP_CALLBACK, "stopped"}},
+         CBL_STOP_NONE},
+    };
+    for (const auto& k : kinds) {
+        for (const auto& [value, name] : k.values) {
+            ASSERT_NE(cbl_enum_name(k.kind, value), nullptr) << k.kind << " " << value;
+            EXPECT_STREQ(cbl_enum_name(k.kind, value), name);
+            int32_t back = -1;
+            ASSERT_EQ(cbl_enum_parse(k.kind, name, &back), CBL_OK) << cbl_last_error();
+            EXPECT_EQ(back, value) << name;
+        }
+        EXPECT_STREQ(cbl_enum_name(k.kind, 0), cbl_enum_name(k.kind, k.def))
+            << "0 names the default";
+        EXPECT_EQ(cbl_enum_name(k.kind, 77), nullptr);
+    }
+    EXPECT_EQ(cbl_enum_name(99, 1), nullptr);
+}
+
+TEST(CApi, EnumParseRejectsUnknownNamesListingTheValidOnes) {
+    int32_t v = 42;
+    EXPECT_EQ(cbl_enum_parse(CBL_NAMES_MODE, "Blend", &v), CBL_INVALID_ARG);  // exact spelling
+    EXPECT_EQ(v, 42);
+    const std::string msg = cbl_last_error();
+    EXPECT_NE(msg.find("'Blend'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("full, prefix, reuse, blend"), std::string::npos) << msg;
+    EXPECT_EQ(cbl_enum_parse(99, "full", &v), CBL_INVALID_ARG);
+    EXPECT_EQ(cbl_enum_parse(CBL_NAMES_MODE, nullptr, &v), CBL_INVALID_ARG);
+    EXPECT_EQ(cbl_enum_parse(CBL_NAMES_MODE, "full", nullptr), CBL_INVALID_ARG);
 }
 
 TEST(CApi, MissingFileIsAnErrorWithMessage) {

@@ -85,6 +85,13 @@ pub const CBL_STOP_LENGTH: i32 = 2;
 pub const CBL_STOP_CONTEXT: i32 = 3;
 pub const CBL_STOP_CALLBACK: i32 = 4;
 
+// Kinds for cbl_enum_name / cbl_enum_parse.
+pub const CBL_NAMES_MODE: i32 = 1;
+pub const CBL_NAMES_SEARCH: i32 = 2;
+pub const CBL_NAMES_KV_FORMAT: i32 = 3;
+pub const CBL_NAMES_DOC: i32 = 4;
+pub const CBL_NAMES_STOP: i32 = 5;
+
 // ---- opaque handles ----
 macro_rules! opaque {
     ($($name:ident),*) => {$(
@@ -430,6 +437,8 @@ extern "C" {
     // ---- devices ----
     pub fn cbl_device_count() -> i32;
     pub fn cbl_device_name(i: i32) -> *const c_char;
+    pub fn cbl_enum_name(kind: i32, value: i32) -> *const c_char;
+    pub fn cbl_enum_parse(kind: i32, name: *const c_char, out_value: *mut i32) -> cbl_status;
 
     // ---- runtime ----
     pub fn cbl_runtime_open(
