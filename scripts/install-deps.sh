@@ -18,6 +18,7 @@ pkgs=(
   golang-go                          # Go binding and samples/assistant (standard library only)
   chromium chromium-driver python3-selenium  # samples/assistant's browser test (headless)
   clang-format                       # scripts/check-format.sh (.clang-format), run by the tests
+  help2man                           # the cacheblend(1) man page from --help (scripts/gen-manpage.py)
   unzip curl ca-certificates         # model fetch
   "$@"
 )

@@ -122,7 +122,7 @@ static inline void cbl_model_params_init(cbl_model_params *p) {
 }
 
 /** Loads a GGUF model. path is a file or a model name ("qwen2.5-coder-1.5b": its file in
- *  ${XDG_CACHE_HOME:-~/.cache}/cacheblend/models, which scripts/fetch-model.sh NAME fills; an
+ *  ${XDG_CACHE_HOME:-~/.cache}/cacheblend/models, which cacheblend-fetch-model NAME fills; an
  *  existing file of that name wins). NULL = $CBL_MODEL (a path or a name), else the default model,
  *  qwen2.5-coder-1.5b. A missing file is CBL_IO with a message naming the fetch command. On
  *  failure *out_model is NULL. @since 0.1 */

@@ -130,7 +130,7 @@ CBL_API cbl_status cbl_x_default_model_path(char **out);
 /* ---- named models: the library's registry (core/model/model-registry.tsv in the source tree) ----
  * A name such as "qwen2.5-coder-1.5b" works wherever a model path does (cbl_model_load,
  * cbl_runtime_params.model_path, CBL_MODEL): an existing file of that name wins, otherwise it means
- * the model's file in the cache folder, which scripts/fetch-model.sh NAME fills (the library never
+ * the model's file in the cache folder, which cacheblend-fetch-model NAME fills (the library never
  * downloads). */
 
 typedef struct cbl_x_registry_model {

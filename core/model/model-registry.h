@@ -21,6 +21,9 @@ struct registry_model {
 
 // The product's default model: what an empty model path means when CBL_MODEL is not set.
 inline constexpr const char* k_default_model_name = "qwen2.5-coder-1.5b";
+// What missing-model messages tell users to run: scripts/fetch-model.sh under the name
+// `cmake --install` gives it in bin/, so a user of an installed library has it.
+inline constexpr const char* k_fetch_model_command = "cacheblend-fetch-model";
 
 // The registry in the TSV's order; *n gets the count. The entries live as long as the process.
 const registry_model* model_registry(size_t* n);
@@ -29,7 +32,8 @@ const registry_model* find_registry_model(std::string_view name);
 // "smollm2-135m, qwen2.5-coder-0.5b, ..." for messages.
 std::string registry_model_names();
 
-// ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models: where scripts/fetch-model.sh caches files.
+// ${XDG_CACHE_HOME:-$HOME/.cache}/cacheblend/models: where cacheblend-fetch-model
+// (scripts/fetch-model.sh) caches files.
 std::string model_cache_dir();
 
 // What a model argument names.

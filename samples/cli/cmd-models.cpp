@@ -30,7 +30,8 @@ const command_spec& spec() {
         0,
         "A model is present when its file is in the cache folder; a file whose size differs from "
         "the registry's is reported as 'wrong size' (fetch it again). Fetch a model with "
-        "scripts/fetch-model.sh NAME.",
+        "cacheblend-fetch-model NAME (installed next to cacheblend; scripts/fetch-model.sh in a "
+        "source tree).",
     };
     return s;
 }
@@ -140,7 +141,7 @@ void write_human(const std::string& folder, const std::string& default_path,
         std::cout << "; CBL_MODEL overrides it: " << default_path;
     }
     std::cout << "\nfolder: " << folder << "\n"
-              << "fetch a model: scripts/fetch-model.sh NAME; use it: --model NAME or CBL_MODEL=NAME\n";
+              << "fetch a model: cacheblend-fetch-model NAME; use it: --model NAME or CBL_MODEL=NAME\n";
 }
 
 }  // namespace

@@ -154,7 +154,7 @@ TEST_F(CliModels, TextListsEveryModel) {
     EXPECT_TRUE(contains(q15, "1.04 GiB")) << r.out;
     EXPECT_TRUE(contains(r.out, "    SmolLM2-135M-Instruct, Q4_1")) << r.out;  // descriptions
     EXPECT_TRUE(contains(r.out, "folder: " + models() + "\n")) << r.out;
-    EXPECT_TRUE(contains(r.out, "scripts/fetch-model.sh NAME")) << r.out;
+    EXPECT_TRUE(contains(r.out, "cacheblend-fetch-model NAME")) << r.out;
     EXPECT_FALSE(contains(r.out, "CBL_MODEL overrides")) << r.out;
 }
 
@@ -206,11 +206,11 @@ TEST_F(CliModels, MissingNamedModelNamesTheFetchCommand) {
     const auto lines = r.err_lines();
     ASSERT_EQ(lines.size(), 1u) << describe(r);
     EXPECT_EQ(lines[0].rfind("cacheblend: error: ", 0), 0u) << lines[0];
-    EXPECT_TRUE(contains(lines[0], "scripts/fetch-model.sh qwen2.5-coder-0.5b")) << lines[0];
+    EXPECT_TRUE(contains(lines[0], "cacheblend-fetch-model qwen2.5-coder-0.5b")) << lines[0];
     EXPECT_TRUE(contains(lines[0], models())) << lines[0];
 
     // No --model and no CBL_MODEL: the default, qwen2.5-coder-1.5b.
     r = run({"tokenize", "--text", "hi"});
     EXPECT_EQ(r.exit_code, 1) << describe(r);
-    EXPECT_TRUE(contains(r.err, "scripts/fetch-model.sh qwen2.5-coder-1.5b")) << r.err;
+    EXPECT_TRUE(contains(r.err, "cacheblend-fetch-model qwen2.5-coder-1.5b")) << r.err;
 }

@@ -279,7 +279,7 @@ TEST(ModelResolve, MissingNameNamesTheFetchCommandAndFolder) {
     std::string msg;
     EXPECT_EQ(load_vocab("smollm2-135m", &n_vocab, &msg), CBL_IO);
     EXPECT_EQ(n_vocab, 0);
-    EXPECT_TRUE(contains(msg, "scripts/fetch-model.sh smollm2-135m")) << msg;
+    EXPECT_TRUE(contains(msg, "cacheblend-fetch-model smollm2-135m")) << msg;
     EXPECT_TRUE(contains(msg, c.models())) << msg;
     EXPECT_TRUE(contains(msg, "model 'smollm2-135m' is not downloaded")) << msg;
     EXPECT_FALSE(contains(msg, "default")) << msg;
@@ -295,7 +295,7 @@ TEST(ModelResolve, MissingNameNamesTheFetchCommandAndFolder) {
     cbl_runtime* rt = reinterpret_cast<cbl_runtime*>(0x1);
     EXPECT_EQ(cbl_runtime_open(&rp, &rt), CBL_IO);
     EXPECT_EQ(rt, nullptr);
-    EXPECT_TRUE(contains(cbl_last_error(), "scripts/fetch-model.sh qwen2.5-coder-0.5b"))
+    EXPECT_TRUE(contains(cbl_last_error(), "cacheblend-fetch-model qwen2.5-coder-0.5b"))
         << cbl_last_error();
 }
 
@@ -310,11 +310,11 @@ TEST(ModelResolve, DefaultIsQwenCoder15bUnlessCblModelIsSet) {
     int32_t n_vocab = 0;
     std::string msg;
     EXPECT_EQ(load_vocab(nullptr, &n_vocab, &msg), CBL_IO);
-    EXPECT_TRUE(contains(msg, "scripts/fetch-model.sh qwen2.5-coder-1.5b")) << msg;
+    EXPECT_TRUE(contains(msg, "cacheblend-fetch-model qwen2.5-coder-1.5b")) << msg;
     EXPECT_TRUE(contains(msg, "the default model")) << msg;
     EXPECT_TRUE(contains(msg, "CBL_MODEL")) << msg;
     EXPECT_EQ(load_vocab("", &n_vocab, &msg), CBL_IO);
-    EXPECT_TRUE(contains(msg, "scripts/fetch-model.sh qwen2.5-coder-1.5b")) << msg;
+    EXPECT_TRUE(contains(msg, "cacheblend-fetch-model qwen2.5-coder-1.5b")) << msg;
 
     char* s = nullptr;
     ASSERT_EQ(cbl_x_default_model_path(&s), CBL_OK);

@@ -37,7 +37,7 @@ func loadModel(path string, vocabOnly bool) (*Model, error) {
 }
 
 // LoadModel loads a GGUF model with its weights. path is a file or a model name such as
-// "qwen2.5-coder-1.5b" (its file in the user cache, fetched by scripts/fetch-model.sh NAME). An
+// "qwen2.5-coder-1.5b" (its file in the user cache, fetched by cacheblend-fetch-model NAME). An
 // empty path loads the default model: $CBL_MODEL, else qwen2.5-coder-1.5b (as
 // RuntimeOptions.ModelPath does).
 func LoadModel(path string) (*Model, error) { return loadModel(path, false) }

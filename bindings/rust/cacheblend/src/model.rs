@@ -25,7 +25,7 @@ unsafe impl Sync for Model {}
 
 impl Model {
     /// Loads a GGUF model from `path`: a file, or a model name such as `"qwen2.5-coder-1.5b"`
-    /// (its file in the user cache, fetched by `scripts/fetch-model.sh NAME`).
+    /// (its file in the user cache, fetched by `cacheblend-fetch-model NAME`).
     pub fn load(path: impl AsRef<Path>, options: &ModelOptions) -> Result<Model> {
         let path = path_cstring("model path", path.as_ref())?;
         Model::load_raw(path.as_ptr(), options)
