@@ -598,7 +598,7 @@ std::vector<document_info> catalog::list_documents(const search_filter& f) {
         "SELECT d.id, d.uri, d.content_hash, d.mtime_ns, d.size, d.collection, d.metadata, "
         "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id), d.chunker, "
         "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id AND c.kv_key IS NOT NULL), "
-        "COALESCE(CAST(json_extract(d.metadata, '$.kind') AS TEXT), '') "
+        "COALESCE(CAST(json_extract(d.metadata, '$.kind') AS TEXT), ''), d.ingested_at "
         "FROM documents d WHERE 1" + where + " ORDER BY d.uri";
     stmt s(db_, sql.c_str());
     bind_filter(s, f);
@@ -607,8 +607,17 @@ std::vector<document_info> catalog::list_documents(const search_filter& f) {
         document_info d = read_document(s);
         d.n_kv_chunks = s.i64(9);
         d.kind = s.text(10);
+        d.ingested_at = s.i64(11);
         out.push_back(std::move(d));
     }
+    return out;
+}
+
+std::vector<std::pair<int64_t, std::string>> catalog::document_kv_keys() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stmt s(db_, "SELECT DISTINCT doc_id, kv_key FROM chunks WHERE kv_key IS NOT NULL");
+    std::vector<std::pair<int64_t, std::string>> out;
+    while (s.step()) out.emplace_back(s.i64(0), s.text(1));
     return out;
 }
 

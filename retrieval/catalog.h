@@ -36,6 +36,8 @@ struct document_info {
     int64_t n_chunks = 0;      // filled by list/find
     int64_t n_kv_chunks = 0;   // chunks whose KV is stored (filled by list_documents(filter))
     std::string kind;          // metadata's "kind" ("" when absent; filled as n_kv_chunks)
+    int64_t ingested_at = 0;   // unix seconds of its last (re)ingest (filled as n_kv_chunks)
+    int64_t kv_bytes = 0;      // bytes of its chunks' KV files (filled by rag_runtime::documents)
 };
 
 struct chunk_info {
@@ -104,6 +106,9 @@ public:
     std::vector<document_info> list_documents(const std::string& uri_prefix = "");
     // The documents a search with this filter may return, by uri, with kind and n_kv_chunks.
     std::vector<document_info> list_documents(const search_filter& f);
+    // (document id, hex KV key) of every chunk whose KV is stored, each pair once: what a
+    // document's KV bytes are summed over.
+    std::vector<std::pair<int64_t, std::string>> document_kv_keys();
 
     // Atomically replaces the document with this uri (or adds it) and all its chunks. Keys of
     // KV files no chunk refers to any more are queued in pending_kv_deletes(). Bumps

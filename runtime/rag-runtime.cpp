@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <unordered_map>
 #include <utility>
 
 #include "core/prompt/rag-prompt.h"
@@ -103,7 +104,21 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
 rag_runtime::~rag_runtime() = default;
 
 std::vector<document_info> rag_runtime::documents(const search_filter& f) {
-    return docs_->cat().list_documents(f);
+    std::vector<document_info> docs = docs_->cat().list_documents(f);
+    // KV bytes: the store index's size of each distinct key a document's chunks refer to. A key
+    // two documents share (identical chunks) counts in both; a key whose file was evicted, in
+    // neither.
+    const std::unordered_map<std::string, uint64_t> sizes = kv_->bytes_by_key();
+    std::unordered_map<int64_t, int64_t> by_doc;
+    for (const auto& [doc_id, key] : docs_->cat().document_kv_keys()) {
+        if (const auto it = sizes.find(key); it != sizes.end()) {
+            by_doc[doc_id] += static_cast<int64_t>(it->second);
+        }
+    }
+    for (document_info& d : docs) {
+        if (const auto it = by_doc.find(d.id); it != by_doc.end()) d.kv_bytes = it->second;
+    }
+    return docs;
 }
 
 data_dir_stats rag_runtime::stats() {

@@ -383,6 +383,8 @@ cbl_status cbl_documents_get(const cbl_documents* documents, size_t i,
         o.n_kv_chunks = d.n_kv_chunks;
         o.source_bytes = d.size;
         o.mtime_ns = d.mtime_ns;
+        o.ingested_at = d.ingested_at;
+        o.kv_bytes = d.kv_bytes;
         return write_out(cbl_fn, o, out_info);
     });
 }

@@ -100,6 +100,7 @@ public:
     void evict_to(uint64_t bytes) override { evict(bytes, nullptr); }
     kv_verify_result verify(const chunk_key& key, const chunk_kv_meta* expect) override;
     std::vector<chunk_key> keys() override;
+    std::unordered_map<std::string, uint64_t> bytes_by_key() override;
     kv_store_stats stats() override;
     const std::string& dir() const override { return dir_; }
 

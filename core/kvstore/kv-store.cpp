@@ -206,6 +206,14 @@ bool store_impl::remove(const chunk_key& key) {
     return err == 0 || sqlite3_changes(db_) > 0;
 }
 
+std::unordered_map<std::string, uint64_t> store_impl::bytes_by_key() {
+    std::unordered_map<std::string, uint64_t> out;
+    std::lock_guard<std::mutex> lk(mu_);
+    stmt s(db_, "SELECT key, bytes FROM entries");
+    while (s.step()) out.emplace(s.text(0), static_cast<uint64_t>(s.i64(1)));
+    return out;
+}
+
 kv_store_stats store_impl::stats() {
     kv_store_stats st;
     {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/kvstore/chunk-hash.h"
@@ -116,6 +117,8 @@ public:
     virtual kv_verify_result verify(const chunk_key& key, const chunk_kv_meta* expect) = 0;
     // Keys of every chunk file present, in no particular order (not verified; no temp files).
     virtual std::vector<chunk_key> keys() = 0;
+    // Bytes of every indexed chunk file by hex key (the index's sizes, as stats() sums them).
+    virtual std::unordered_map<std::string, uint64_t> bytes_by_key() = 0;
     virtual kv_store_stats stats() = 0;
     virtual const std::string& dir() const = 0;
 };

@@ -26,12 +26,14 @@ const command_spec& spec() {
                 model_flag(),
                 kv_budget_flag(),
                 {"json", "", "print {\"documents\": [{uri, kind, collection, chunks, kv_chunks, "
-                             "source_bytes, modified}]}"},
+                             "kv_bytes, source_bytes, modified, ingested_at}]}"},
             },
             0,
-            "kv_chunks counts the chunks whose KV is stored (precomputed, or kept by a request); "
-            "modified is the file's modification time when it was ingested (UTC), absent for "
-            "documents added from memory. The filters select documents as search does.",
+            "kv_chunks counts the chunks whose KV is stored (precomputed, or kept by a request) "
+            "and kv_bytes their files' size; modified is the file's modification time when it "
+            "was ingested (UTC), absent for documents added from memory; ingested_at is when "
+            "the document was last (re)ingested (UTC). The filters select documents as search "
+            "does.",
         };
         for (flag_spec& f : filter_flags()) c.flags.push_back(std::move(f));
         return c;
@@ -39,14 +41,30 @@ const command_spec& spec() {
     return s;
 }
 
-// "2026-11-27T15:19:12Z"; "" for 0 (no file behind the document).
-std::string utc_time(int64_t ns) {
-    if (ns <= 0) return "";
-    const std::time_t t = static_cast<std::time_t>(ns / 1000000000);
+// "2026-11-27T15:19:12Z" for seconds since the epoch; "" for 0 (no time known).
+std::string utc_seconds(int64_t s) {
+    if (s <= 0) return "";
+    const std::time_t t = static_cast<std::time_t>(s);
     std::tm tm{};
     if (!::gmtime_r(&t, &tm)) return "";
     char buf[32];
     std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::string utc_time(int64_t ns) { return utc_seconds(ns / 1000000000); }
+
+// "512 B", "3.4 MiB": enough digits to compare documents at a glance (--json has the bytes).
+std::string human_bytes(int64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
     return buf;
 }
 
@@ -88,8 +106,9 @@ int run_docs(const std::vector<std::string>& args) {
             w.begin_object();
             w.field("uri", d.uri).field("kind", d.kind).field("collection", d.collection);
             w.field("chunks", d.n_chunks).field("kv_chunks", d.n_kv_chunks);
-            w.field("source_bytes", d.source_bytes);
+            w.field("kv_bytes", d.kv_bytes).field("source_bytes", d.source_bytes);
             if (d.mtime_ns > 0) w.field("modified", utc_time(d.mtime_ns));
+            if (d.ingested_at > 0) w.field("ingested_at", utc_seconds(d.ingested_at));
             w.end_object();
         }
         w.end_array().end_object();
@@ -97,10 +116,12 @@ int run_docs(const std::vector<std::string>& args) {
         return 0;
     }
     for (const cbl_document_info& d : list) {
-        std::printf("%s\n  %s, %lld chunks (%lld with KV), %lld bytes", printable(d.uri).c_str(),
-                    *d.kind ? d.kind : "unknown kind", static_cast<long long>(d.n_chunks),
-                    static_cast<long long>(d.n_kv_chunks), static_cast<long long>(d.source_bytes));
+        std::printf("%s\n  %s, %lld chunks (%lld with KV, %s of KV), %lld bytes",
+                    printable(d.uri).c_str(), *d.kind ? d.kind : "unknown kind",
+                    static_cast<long long>(d.n_chunks), static_cast<long long>(d.n_kv_chunks),
+                    human_bytes(d.kv_bytes).c_str(), static_cast<long long>(d.source_bytes));
         if (d.mtime_ns > 0) std::printf(", modified %s", utc_time(d.mtime_ns).c_str());
+        if (d.ingested_at > 0) std::printf(", ingested %s", utc_seconds(d.ingested_at).c_str());
         if (*d.collection) std::printf(", collection %s", printable(d.collection).c_str());
         std::printf("\n");
     }

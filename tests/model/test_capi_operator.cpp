@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -210,6 +211,58 @@ TEST_F(CapiOperator, DocumentsListsEveryDocumentByUriWithFilters) {
     EXPECT_EQ(cbl_documents_get(nullptr, 0, &d), CBL_INVALID_ARG);
     EXPECT_EQ(cbl_documents_count(nullptr), 0u);
     cbl_documents_free(nullptr);
+}
+
+// Each document's KV bytes (its chunks' stored files, as the store's index sizes them) and when
+// it was last (re)ingested (issue 13, item 2): appended to cbl_document_info.
+TEST_F(CapiOperator, DocumentsReportKvBytesAndIngestTime) {
+    const int64_t before = static_cast<int64_t>(std::time(nullptr));
+    // b-river again, changed and with its KV computed now: a re-ingest.
+    const char* text = "The Amazon river flows through Brazil, Peru and Colombia.";
+    cbl_ingest_params ip;
+    cbl_ingest_params_init(&ip);
+    ip.collection = "facts";
+    ip.format = CBL_DOC_MARKDOWN;
+    ip.precompute_kv = true;
+    ASSERT_EQ(cbl_runtime_ingest_text(rt_, "mem://b-river", text, std::strlen(text), &ip, nullptr),
+              CBL_OK)
+        << cbl_last_error();
+    const int64_t after = static_cast<int64_t>(std::time(nullptr));
+
+    cbl_documents* docs = nullptr;
+    ASSERT_EQ(cbl_runtime_documents(rt_, nullptr, &docs), CBL_OK);
+    ASSERT_EQ(cbl_documents_count(docs), 3u);
+    cbl_document_info volcano, river;
+    cbl_document_info_init(&volcano);
+    cbl_document_info_init(&river);
+    ASSERT_EQ(cbl_documents_get(docs, 0, &volcano), CBL_OK);
+    ASSERT_EQ(cbl_documents_get(docs, 1, &river), CBL_OK);
+    ASSERT_STREQ(river.uri, "mem://b-river");
+    EXPECT_EQ(river.n_kv_chunks, 1);
+    EXPECT_GT(river.kv_bytes, 0);
+    EXPECT_EQ(volcano.kv_bytes, 0);  // never precomputed nor used
+    EXPECT_GE(river.ingested_at, before);
+    EXPECT_LE(river.ingested_at, after);
+    EXPECT_GT(volcano.ingested_at, 0);
+    EXPECT_LE(volcano.ingested_at, river.ingested_at);
+
+    // The documents' KV bytes add up to the store's (no chunk is shared here).
+    cbl_corpus_stats st;
+    cbl_corpus_stats_init(&st);
+    ASSERT_EQ(cbl_runtime_stats(rt_, &st), CBL_OK);
+    EXPECT_EQ(static_cast<uint64_t>(river.kv_bytes), st.kv_bytes);
+
+    // A caller built before the two fields gets neither.
+    cbl_document_info old;
+    std::memset(&old, 0xab, sizeof(old));
+    old.struct_size = offsetof(cbl_document_info, ingested_at);
+    ASSERT_EQ(cbl_documents_get(docs, 1, &old), CBL_OK);
+    EXPECT_EQ(old.mtime_ns, 0);
+    int64_t untouched;
+    std::memset(&untouched, 0xab, sizeof(untouched));
+    EXPECT_EQ(old.ingested_at, untouched);
+    EXPECT_EQ(old.kv_bytes, untouched);
+    cbl_documents_free(docs);
 }
 
 TEST_F(CapiOperator, StatsReportSizesAndTheBudget) {

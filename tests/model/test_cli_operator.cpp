@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <set>
 #include <string>
 #include <vector>
@@ -136,6 +137,16 @@ TEST_F(CliOperator, ReadOnlyCommandsNeverCreateADataDir) {
     EXPECT_FALSE(exists(empty + "/kv"));
 }
 
+// "2026-11-27": the UTC date now, as docs prints dates.
+std::string today_utc() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+    return buf;
+}
+
 TEST_F(CliOperator, DocsListsTheDocuments) {
     const run_result r = run({"docs", "--data", data_, "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -151,7 +162,17 @@ TEST_F(CliOperator, DocsListsTheDocuments) {
         EXPECT_EQ(d["kv_chunks"].num, d["chunks"].num) << "ingested with --precompute";
         EXPECT_GT(d["source_bytes"].num, 0);
         EXPECT_EQ(d["modified"].str.size(), 20u) << d["modified"].str;  // 2026-11-27T15:19:12Z
+        // Issue 13 item 2: the KV bytes and when it was ingested (by this fixture, today).
+        EXPECT_GT(d["kv_bytes"].num, 0) << r.out;
+        EXPECT_EQ(d["ingested_at"].str.size(), 20u) << r.out;
+        EXPECT_EQ(d["ingested_at"].str.substr(0, 10), today_utc()) << r.out;
     }
+    // Both documents' KV bytes are the store's (no chunk is shared between them).
+    const run_result st = run({"stats", "--data", data_, "--json"});
+    ASSERT_EQ(st.exit_code, 0) << st.err;
+    EXPECT_EQ(docs[0]["kv_bytes"].num + docs[1]["kv_bytes"].num,
+              json::parse(st.out)["kv_bytes"].num)
+        << r.out << st.out;
     EXPECT_EQ(doc_names({"--uri-prefix", docs_ + "/nile"}), std::set<std::string>{"nile.md"});
     EXPECT_EQ(doc_names({"--filter", "kind=text"}), std::set<std::string>{"amazon.txt"});
     EXPECT_EQ(doc_names({"--collection", "other"}), std::set<std::string>{});
@@ -160,6 +181,8 @@ TEST_F(CliOperator, DocsListsTheDocuments) {
     ASSERT_EQ(human.exit_code, 0) << human.err;
     EXPECT_TRUE(has(human.out, docs_ + "/nile.md")) << human.out;
     EXPECT_TRUE(has(human.out, "2 documents")) << human.out;
+    EXPECT_TRUE(has(human.out, " of KV)")) << human.out;
+    EXPECT_TRUE(has(human.out, ", ingested " + today_utc() + "T")) << human.out;
 }
 
 TEST_F(CliOperator, StatsShowsSizesAndTheKvBudget) {

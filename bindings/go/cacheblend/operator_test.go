@@ -56,6 +56,18 @@ func TestDocumentsListsAndFilters(t *testing.T) {
 	if err != nil || st.Documents != int64(len(all)) || st.CatalogBytes == 0 || st.KVBudgetBytes != 8<<30 || st.DiskFreeBytes == 0 {
 		t.Errorf("Stats: %v, %+v", err, st)
 	}
+	// Each document's KV bytes add up to the store's (no chunk is shared); every document was
+	// ingested by this test, within the last minute.
+	var kvBytes int64
+	for _, d := range all {
+		kvBytes += d.KVBytes
+		if time.Since(d.IngestedAt) > time.Minute || time.Until(d.IngestedAt) > time.Second {
+			t.Errorf("%s: IngestedAt %v", d.URI, d.IngestedAt)
+		}
+	}
+	if f.KVBytes == 0 || uint64(kvBytes) != st.KVBytes {
+		t.Errorf("KVBytes: the file %d, all %d, the store %d", f.KVBytes, kvBytes, st.KVBytes)
+	}
 	rt.Close()
 	if _, err := rt.Documents(nil); !errors.Is(err, cacheblend.ErrClosed) {
 		t.Errorf("Documents after Close: %v", err)

@@ -549,9 +549,12 @@ type Document struct {
 	Chunks       int64  // chunks in the catalog
 	KVChunks     int64  // chunks whose KV is stored
 	SourceBytes  int64  // size of the source text when ingested
+	KVBytes      int64  // bytes of its chunks' stored KV files
 	// Modified is the file's modification time when it was ingested (the zero time for
 	// IngestText documents).
 	Modified time.Time
+	// IngestedAt is when the document was last (re)ingested, to the second.
+	IngestedAt time.Time
 }
 
 // Documents lists the documents a search with filter may return, ordered by uri; filter may be
@@ -594,9 +597,13 @@ func (r *Runtime) Documents(filter *DocumentFilter) ([]Document, error) {
 			Chunks:       int64(d.n_chunks),
 			KVChunks:     int64(d.n_kv_chunks),
 			SourceBytes:  int64(d.source_bytes),
+			KVBytes:      int64(d.kv_bytes),
 		}
 		if d.mtime_ns > 0 {
 			doc.Modified = time.Unix(0, int64(d.mtime_ns))
+		}
+		if d.ingested_at > 0 {
+			doc.IngestedAt = time.Unix(int64(d.ingested_at), 0)
 		}
 		out = append(out, doc)
 	}

@@ -262,6 +262,8 @@ pub struct cbl_document_info {
     pub n_kv_chunks: i64,
     pub source_bytes: i64,
     pub mtime_ns: i64,
+    pub ingested_at: i64,
+    pub kv_bytes: i64,
 }
 
 #[repr(C)]

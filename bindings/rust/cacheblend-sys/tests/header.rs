@@ -487,7 +487,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
         cbl_hit { struct_size, chunk_id, uri, start, end, score, text, text_len, n_tokens, page,
                   heading }
         cbl_document_info { struct_size, uri, kind, collection, metadata_json, n_chunks,
-                            n_kv_chunks, source_bytes, mtime_ns }
+                            n_kv_chunks, source_bytes, mtime_ns, ingested_at, kv_bytes }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io }
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
                              kv_format, calibrated_ratio }

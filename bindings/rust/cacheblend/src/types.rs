@@ -384,6 +384,10 @@ pub struct Document {
     pub source_bytes: i64,
     /// The file's modification time when it was ingested (`None` for `ingest_text` documents).
     pub modified: Option<std::time::SystemTime>,
+    /// Bytes of its chunks' stored KV files.
+    pub kv_bytes: i64,
+    /// When the document was last (re)ingested, to the second.
+    pub ingested_at: Option<std::time::SystemTime>,
 }
 
 impl Document {
@@ -397,6 +401,10 @@ impl Document {
             .ok()
             .filter(|&ns| ns > 0)
             .map(|ns| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns));
+        let ingested_at = u64::try_from(d.ingested_at)
+            .ok()
+            .filter(|&s| s > 0)
+            .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s));
         // SAFETY: the strings live until the list is freed, which the caller has not done yet.
         unsafe {
             Ok(Document {
@@ -408,6 +416,8 @@ impl Document {
                 kv_chunks: d.n_kv_chunks,
                 source_bytes: d.source_bytes,
                 modified,
+                kv_bytes: d.kv_bytes,
+                ingested_at,
             })
         }
     }

@@ -1206,6 +1206,16 @@ fn documents_lists_by_uri_with_filters_and_stats_report_sizes() {
 
     let st = f.rt.stats().unwrap();
     assert_eq!(st.documents, 4);
+    // Each document's KV bytes add up to the store's (no chunk is shared); every document was
+    // ingested by this test, within the last minute.
+    assert!(d.kv_bytes > 0, "{:?}", d);
+    assert_eq!(all.iter().map(|d| d.kv_bytes as u64).sum::<u64>(), st.kv_bytes);
+    let now = std::time::SystemTime::now();
+    for doc in &all {
+        let at = doc.ingested_at.expect("ingested_at");
+        let age = now.duration_since(at).unwrap_or_default();
+        assert!(age < std::time::Duration::from_secs(60), "{:?}", doc);
+    }
     assert!(st.catalog_bytes > 0 && st.disk_free_bytes > 0, "{:?}", st);
     assert_eq!(st.kv_budget_bytes, 8 << 30);
 }
