@@ -217,7 +217,8 @@ TEST_F(CapiOperator, DocumentsListsEveryDocumentByUriWithFilters) {
 // it was last (re)ingested (issue 13, item 2): appended to cbl_document_info.
 TEST_F(CapiOperator, DocumentsReportKvBytesAndIngestTime) {
     const int64_t before = static_cast<int64_t>(std::time(nullptr));
-    // b-river again, changed and with its KV computed now: a re-ingest.
+    // b-river again, changed, with precompute_kv: a re-ingest that also computes every missing
+    // chunk KV (the other two documents' too).
     const char* text = "The Amazon river flows through Brazil, Peru and Colombia.";
     cbl_ingest_params ip;
     cbl_ingest_params_init(&ip);
@@ -227,30 +228,44 @@ TEST_F(CapiOperator, DocumentsReportKvBytesAndIngestTime) {
     ASSERT_EQ(cbl_runtime_ingest_text(rt_, "mem://b-river", text, std::strlen(text), &ip, nullptr),
               CBL_OK)
         << cbl_last_error();
+    // And one document whose KV is not computed.
+    const char* later = "Basalt is a volcanic rock.";
+    ip.precompute_kv = false;
+    ASSERT_EQ(cbl_runtime_ingest_text(rt_, "mem://d-rock", later, std::strlen(later), &ip, nullptr),
+              CBL_OK)
+        << cbl_last_error();
     const int64_t after = static_cast<int64_t>(std::time(nullptr));
 
     cbl_documents* docs = nullptr;
     ASSERT_EQ(cbl_runtime_documents(rt_, nullptr, &docs), CBL_OK);
-    ASSERT_EQ(cbl_documents_count(docs), 3u);
-    cbl_document_info volcano, river;
-    cbl_document_info_init(&volcano);
-    cbl_document_info_init(&river);
-    ASSERT_EQ(cbl_documents_get(docs, 0, &volcano), CBL_OK);
-    ASSERT_EQ(cbl_documents_get(docs, 1, &river), CBL_OK);
+    ASSERT_EQ(cbl_documents_count(docs), 4u);
+    std::vector<cbl_document_info> d(4);
+    for (size_t i = 0; i < d.size(); ++i) {
+        cbl_document_info_init(&d[i]);
+        ASSERT_EQ(cbl_documents_get(docs, i, &d[i]), CBL_OK);
+    }
+    const cbl_document_info& volcano = d[0];
+    const cbl_document_info& river = d[1];
+    const cbl_document_info& rock = d[2];
     ASSERT_STREQ(river.uri, "mem://b-river");
+    ASSERT_STREQ(rock.uri, "mem://d-rock");
     EXPECT_EQ(river.n_kv_chunks, 1);
     EXPECT_GT(river.kv_bytes, 0);
-    EXPECT_EQ(volcano.kv_bytes, 0);  // never precomputed nor used
+    EXPECT_EQ(rock.n_kv_chunks, 0);
+    EXPECT_EQ(rock.kv_bytes, 0);  // nothing stored for it
     EXPECT_GE(river.ingested_at, before);
     EXPECT_LE(river.ingested_at, after);
     EXPECT_GT(volcano.ingested_at, 0);
-    EXPECT_LE(volcano.ingested_at, river.ingested_at);
+    EXPECT_LE(volcano.ingested_at, river.ingested_at);  // not re-ingested
 
     // The documents' KV bytes add up to the store's (no chunk is shared here).
     cbl_corpus_stats st;
     cbl_corpus_stats_init(&st);
     ASSERT_EQ(cbl_runtime_stats(rt_, &st), CBL_OK);
-    EXPECT_EQ(static_cast<uint64_t>(river.kv_bytes), st.kv_bytes);
+    int64_t sum = 0;
+    for (const cbl_document_info& x : d) sum += x.kv_bytes;
+    EXPECT_GT(st.kv_bytes, 0u);
+    EXPECT_EQ(static_cast<uint64_t>(sum), st.kv_bytes);
 
     // A caller built before the two fields gets neither.
     cbl_document_info old;
