@@ -599,7 +599,8 @@ std::vector<document_info> catalog::list_documents(const search_filter& f) {
         "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id), d.chunker, "
         "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id AND c.kv_key IS NOT NULL), "
         "COALESCE(CAST(json_extract(d.metadata, '$.kind') AS TEXT), ''), d.ingested_at "
-        "FROM documents d WHERE 1" + where + " ORDER BY d.uri";
+        "FROM documents d WHERE 1" +
+        where + " ORDER BY d.uri";
     stmt s(db_, sql.c_str());
     bind_filter(s, f);
     std::vector<document_info> out;

@@ -446,10 +446,11 @@ typedef struct cbl_document_info {
     int64_t source_bytes;      /* size of the source text when ingested */
     int64_t mtime_ns;          /* the file's modification time when ingested (ns since the
                                   epoch; 0 for ingest_text) */
-    /* appended in 0.1 after the fields above (struct_size tells them apart) */
-    int64_t ingested_at;       /* when it was last (re)ingested: seconds since the epoch (UTC) */
-    int64_t kv_bytes;          /* bytes of its chunks' stored KV files (a chunk identical to
-                                  another document's counts in both) */
+    /* Appended after the fields above (struct_size tells them apart). ingested_at: when it was
+     * last (re)ingested, in seconds since the epoch (UTC). kv_bytes: the size of its chunks'
+     * stored KV files (a chunk identical to another document's counts in both). */
+    int64_t ingested_at;
+    int64_t kv_bytes;
 } cbl_document_info;
 
 static inline void cbl_document_info_init(cbl_document_info *d) {

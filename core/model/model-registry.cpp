@@ -67,8 +67,8 @@ model_ref resolve_model(const std::string& arg) {
 std::string missing_model_message(const model_ref& ref) {
     if (ref.named) {
         std::string s = "model '" + ref.arg + "' is not downloaded: " + ref.path +
-                        " not found (fetch it into " + model_cache_dir() +
-                        " with " + k_fetch_model_command + " " + ref.arg + ")";
+                        " not found (fetch it into " + model_cache_dir() + " with " +
+                        k_fetch_model_command + " " + ref.arg + ")";
         if (ref.is_default && !ref.from_env) {
             s += "; it is the default model: pass another model's path or name, or set CBL_MODEL";
         }

@@ -25,8 +25,9 @@ const command_spec& spec() {
                 data_flag(),
                 model_flag(),
                 kv_budget_flag(),
-                {"json", "", "print {\"documents\": [{uri, kind, collection, chunks, kv_chunks, "
-                             "kv_bytes, source_bytes, modified, ingested_at}]}"},
+                {"json", "",
+                 "print {\"documents\": [{uri, kind, collection, chunks, kv_chunks, "
+                 "kv_bytes, source_bytes, modified, ingested_at}]}"},
             },
             0,
             "kv_chunks counts the chunks whose KV is stored (precomputed, or kept by a request) "

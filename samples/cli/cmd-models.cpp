@@ -140,8 +140,9 @@ void write_human(const std::string& folder, const std::string& default_path,
     if (const char* env = std::getenv("CBL_MODEL"); env && *env) {
         std::cout << "; CBL_MODEL overrides it: " << default_path;
     }
-    std::cout << "\nfolder: " << folder << "\n"
-              << "fetch a model: cacheblend-fetch-model NAME; use it: --model NAME or CBL_MODEL=NAME\n";
+    std::cout
+        << "\nfolder: " << folder << "\n"
+        << "fetch a model: cacheblend-fetch-model NAME; use it: --model NAME or CBL_MODEL=NAME\n";
 }
 
 }  // namespace
