@@ -24,7 +24,7 @@ constexpr int32_t k_ctx_slack = 16;
 const command_spec& spec() {
     static const command_spec s{
         "bench",
-        "bench prefill|decode [options]",
+        "bench prefill|decode [options]   (bench serve --help: requests under concurrency)",
         "Measure prefill or decode throughput (tokens/s, median of --reps runs after a warm-up).\n"
         "prefill: process N prompt tokens in a fresh context. decode: generate N tokens one at a\n"
         "time (greedy) after a 16-token prompt; only the decode steps are timed.",
@@ -143,12 +143,18 @@ bench_row bench_decode(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
 }  // namespace
 
 int run_bench(const std::vector<std::string>& args) {
+    // `bench serve` has flags of its own (cmd-bench-serve.cpp).
+    if (!args.empty() && args[0] == "serve") {
+        return run_bench_serve(std::vector<std::string>(args.begin() + 1, args.end()));
+    }
     const parsed_args a = parse_args(spec(), args);
     if (print_help_if_asked(spec(), a)) return 0;
-    if (a.positional().empty()) throw usage_error("bench: say what to measure: prefill or decode");
+    if (a.positional().empty())
+        throw usage_error("bench: say what to measure: prefill, decode or serve");
     const std::string kind = a.positional()[0];
     if (kind != "prefill" && kind != "decode") {
-        throw usage_error("bench: unknown benchmark '" + kind + "' (expected prefill or decode)");
+        throw usage_error("bench: unknown benchmark '" + kind +
+                          "' (expected prefill, decode or serve)");
     }
     const bool prefill = kind == "prefill";
     const std::vector<int64_t> sizes =

@@ -16,6 +16,7 @@ extern const char* const k_version;
 int run_generate(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
+int run_bench_serve(const std::vector<std::string>& args);  // `bench serve ...`
 int run_blend(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);

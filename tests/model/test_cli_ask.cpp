@@ -193,3 +193,57 @@ TEST_F(CliAsk, CalibrateIntoTheDataDirIsWhatAskUses) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("--store and --data"), std::string::npos) << r.err;
 }
+
+namespace {
+
+// `bench serve` (issue 14, item 2): every level of every mode serves all its requests on its
+// own sessions, the percentiles are ordered, blend reuses the precomputed chunks and full does
+// not; usage mistakes exit 2.
+TEST_F(CliAsk, BenchServeReportsEveryLevelOfEveryMode) {
+    const std::string data = dir_ + "/data";
+    const run_result ing = run({"ingest", "--data", data, dir_ + "/docs", "--precompute"});
+    ASSERT_EQ(ing.exit_code, 0) << ing.err;
+    const std::string questions = dir_ + "/questions.txt";
+    write_file(questions,
+               "# comment lines and blank lines are skipped\n\nWhere is Kilimanjaro?\n"
+               "Which river carries the most water?\n");
+    // `serve` is the word right after `bench` (run() would put --model before it).
+    const auto serve = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"bench", "serve", "--model", model_});
+        return cbltest::run_cli(args, dir_ + "/stderr");
+    };
+    const run_result r = serve({"--data", data, "--questions", questions, "--concurrency", "1,2",
+                                "--requests", "3", "--mode", "full,blend", "--max-tokens", "2",
+                                "--k", "2", "--threads", "1", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["questions"].num, 2);
+    const json& levels = j["levels"];
+    ASSERT_EQ(levels.size(), 4u) << r.out;
+    const char* want_mode[] = {"full", "blend", "full", "blend"};
+    const int want_conc[] = {1, 1, 2, 2};
+    for (size_t i = 0; i < 4; ++i) {
+        const json& l = levels[i];
+        EXPECT_EQ(l["mode"].str, want_mode[i]);
+        EXPECT_EQ(l["concurrency"].num, want_conc[i]);
+        EXPECT_EQ(l["requests"].num, 3) << r.out;
+        EXPECT_EQ(l["failed"].num, 0) << r.out;
+        EXPECT_GT(l["requests_per_min"].num, 0);
+        EXPECT_GT(l["ttft_ms_p50"].num, 0);
+        EXPECT_LE(l["ttft_ms_p50"].num, l["ttft_ms_p95"].num);
+        EXPECT_LE(l["ttft_ms_p95"].num, l["ttft_ms_p99"].num);
+        EXPECT_GT(l["prompt_tokens"].num, 0);
+        if (l["mode"].str == "blend") {
+            EXPECT_GT(l["tokens_reused"].num, 0) << "blend reuses the precomputed chunks";
+        } else {
+            EXPECT_EQ(l["tokens_reused"].num, 0) << "full recomputes every token";
+        }
+    }
+    EXPECT_EQ(serve({"--data", data}).exit_code, 2) << "--questions is required";
+    EXPECT_EQ(serve({"--data", data, "--questions", dir_ + "/none.txt"}).exit_code, 2);
+    write_file(dir_ + "/empty.txt", "# nothing\n\n");
+    EXPECT_EQ(serve({"--data", data, "--questions", dir_ + "/empty.txt"}).exit_code, 2);
+    EXPECT_EQ(serve({"--data", data, "--questions", questions, "--mode", "fast"}).exit_code, 2);
+}
+
+}  // namespace
