@@ -187,7 +187,7 @@ CBL_API const char *cbl_device_name(int32_t i);
 #define CBL_NAMES_SEARCH 2    /* CBL_SEARCH_*: "hybrid", "dense", "bm25" */
 #define CBL_NAMES_KV_FORMAT 3 /* CBL_KV_*: "f16", "q8", "exact" */
 #define CBL_NAMES_DOC 4       /* CBL_DOC_*: "text", "markdown", "html" */
-#define CBL_NAMES_STOP 5      /* CBL_STOP_*: "none", "eog", "length", "context", "stopped" */
+#define CBL_NAMES_STOP 5      /* CBL_STOP_*: "none", "eog", "length", "context", "callback" */
 
 /** The name of `value` among the CBL_NAMES_* `kind`'s constants: a static string, or NULL for a
  *  kind or value the library does not know. A DEFAULT (0) value names the default it stands for

@@ -21,7 +21,7 @@ const char* generation_stop_name(generation_stop r) {
         case generation_stop::eog: return "eog";
         case generation_stop::length: return "length";
         case generation_stop::context: return "context";
-        case generation_stop::callback: return "stopped";
+        case generation_stop::callback: return "callback";
         case generation_stop::cancelled: return "cancelled";
     }
     return "unknown";

@@ -46,7 +46,7 @@ struct generation_stats {
 // Why generation stopped: none ran, an end-of-generation token, max_tokens, a full context, the
 // token callback returned false, or cancel(). The C API maps it to CBL_STOP_* (capi/src/convert.cpp).
 enum class generation_stop { none, eog, length, context, callback, cancelled };
-// "none", "eog", "length", "context", "stopped" (the callback), "cancelled".
+// "none", "eog", "length", "context", "callback", "cancelled".
 const char* generation_stop_name(generation_stop r);
 
 struct generation_result {

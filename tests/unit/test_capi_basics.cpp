@@ -62,7 +62,7 @@ TEST(CApi, EnumNamesRoundTripForEveryKind) {
           {CBL_STOP_EOG, "eog"},
           {CBL_STOP_LENGTH, "length"},
           {CBL_STOP_CONTEXT, "context"},
-          {CBL_STOP_CALLBACK, "stopped"}},
+          {CBL_STOP_CALLBACK, "callback"}},
          CBL_STOP_NONE},
     };
     for (const auto& k : kinds) {

@@ -106,6 +106,26 @@ func TestVersionAndBuildInfo(t *testing.T) {
 	}
 }
 
+// The names come from the library's one table (cbl_enum_name), the words the CLI prints.
+func TestEnumNamesComeFromTheLibrary(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{cacheblend.ModeFull.String(), "full"},
+		{cacheblend.ModeBlend.String(), "blend"},
+		{cacheblend.ModeDefault.String(), "default"},
+		{cacheblend.Mode(77).String(), "unknown"},
+		{cacheblend.SearchDense.String(), "dense"},
+		{cacheblend.SearchDefault.String(), "default"},
+		{cacheblend.StopNone.String(), "none"},
+		{cacheblend.StopEOG.String(), "eog"},
+		{cacheblend.StopCallback.String(), "callback"},
+		{cacheblend.StopReason(9).String(), "unknown"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
 func TestErrorIsMatchesPrimaryAndExtendedStatus(t *testing.T) {
 	err := error(&cacheblend.Error{Status: cacheblend.StatusIORead, Op: "x", Msg: "read failed"})
 	if !errors.Is(err, cacheblend.ErrIO) || !errors.Is(err, cacheblend.ErrIORead) {

@@ -28,19 +28,10 @@ const (
 
 // String returns the mode's name, e.g. "blend".
 func (m Mode) String() string {
-	switch m {
-	case ModeDefault:
+	if m == ModeDefault {
 		return "default"
-	case ModeFull:
-		return "full"
-	case ModePrefix:
-		return "prefix"
-	case ModeReuse:
-		return "reuse"
-	case ModeBlend:
-		return "blend"
 	}
-	return "unknown"
+	return enumName(C.CBL_NAMES_MODE, int32(m))
 }
 
 // SearchMode is a retrieval mode (CBL_SEARCH_*).
@@ -56,17 +47,10 @@ const (
 
 // String returns the retrieval mode's name, e.g. "bm25".
 func (m SearchMode) String() string {
-	switch m {
-	case SearchDefault:
+	if m == SearchDefault {
 		return "default"
-	case SearchHybrid:
-		return "hybrid"
-	case SearchDense:
-		return "dense"
-	case SearchBM25:
-		return "bm25"
 	}
-	return "unknown"
+	return enumName(C.CBL_NAMES_SEARCH, int32(m))
 }
 
 // KVFormat is the storage format of chunk KV (CBL_KV_*).
@@ -105,19 +89,7 @@ const (
 
 // String returns the reason's name, e.g. "eog".
 func (r StopReason) String() string {
-	switch r {
-	case StopNone:
-		return "none"
-	case StopEOG:
-		return "eog"
-	case StopLength:
-		return "length"
-	case StopContext:
-		return "context"
-	case StopCallback:
-		return "callback"
-	}
-	return "unknown"
+	return enumName(C.CBL_NAMES_STOP, int32(r))
 }
 
 // Hit is one retrieved chunk: a search result or a citation of an answer.
@@ -319,4 +291,13 @@ func (c *cstrings) free() {
 		C.free(p)
 	}
 	*c = nil
+}
+
+// enumName is the library's name of a CBL_* constant (cbl_enum_name): Go prints the words the C
+// API and the CLI use. "unknown" for a value the library does not have.
+func enumName(kind C.int32_t, v int32) string {
+	if p := C.cbl_enum_name(kind, C.int32_t(v)); p != nil {
+		return C.GoString(p)
+	}
+	return "unknown"
 }
