@@ -19,6 +19,11 @@ public:
     virtual ~backend() = default;
     virtual const char* name() const = 0;  // the device: "cpu", "cuda:0"
     virtual int n_threads() const = 0;
+    // A backend on the same compute resources (the CPU's thread pool), with nothing else
+    // shared, or null when this backend cannot share. Sessions of one runtime run on siblings
+    // of the runtime's backend, so concurrent requests take turns on its threads instead of each
+    // starting as many threads as there are cores.
+    virtual std::unique_ptr<backend> sibling() { return nullptr; }
     // True when alloc() returns host memory the caller may read and write directly (the CPU).
     virtual bool host_memory() const = 0;
 

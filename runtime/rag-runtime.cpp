@@ -159,6 +159,7 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
                 sp.n_threads = n_threads_;
                 sp.device = device_;
                 sp.n_ctx = std::min(llm_->hparams().n_ctx_train, 8192);
+                sp.shared_compute = shared_compute();
                 precompute_session_ = std::make_unique<session>(llm_, sp);
                 precompute_engine_ = std::make_unique<blend_engine>(*precompute_session_, kv_);
             }

@@ -92,6 +92,9 @@ public:
     corpus& docs() { return *docs_; }
     int32_t n_threads() const { return n_threads_; }
     const std::string& device() const { return device_; }
+    // The compute backend the runtime's sessions share (its CPU thread pool, on which the
+    // embedder runs too); null when sessions run on another device.
+    std::shared_ptr<backend> shared_compute() const { return device_ == "cpu" ? host_ : nullptr; }
     const std::string& data_dir() const { return dir_; }
     // Why dense retrieval is off; empty when an embedder is loaded.
     const std::string& notice() const { return notice_; }

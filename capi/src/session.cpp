@@ -30,6 +30,10 @@ cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model>
     cacheblend::blend_params bp;
     cacheblend::capi::to_core(fn, p, *m, runtime_threads, &sp, &bp);
     sp.device = device;
+    // A runtime's sessions on its CPU threads share them (one pool per runtime: concurrent
+    // requests take turns, never oversubscribing the cores); a session that asks for another
+    // thread count gets a pool of its own.
+    if (rt && sp.n_threads == runtime_threads) sp.shared_compute = rt->shared_compute();
     auto h = std::make_unique<cbl_session>();
     h->rt = std::move(rt);
     h->s = std::make_unique<cacheblend::rag_session>(std::move(m), std::move(kv), sp, bp);

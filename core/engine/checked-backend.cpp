@@ -38,6 +38,10 @@ public:
     explicit checked(std::unique_ptr<backend> inner) : b_(std::move(inner)) {}
     const char* name() const override { return b_->name(); }
     int n_threads() const override { return b_->n_threads(); }
+    std::unique_ptr<backend> sibling() override {
+        std::unique_ptr<backend> s = guarded([&] { return b_->sibling(); });
+        return s ? checked_backend(std::move(s)) : nullptr;
+    }
     bool host_memory() const override { return b_->host_memory(); }
 
     void* alloc(size_t bytes) override {

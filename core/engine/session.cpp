@@ -42,7 +42,13 @@ session::session(std::shared_ptr<const model> m, const session_params& p)
     if (params_.n_threads <= 0) params_.n_threads = default_thread_count();
     if (params_.n_batch <= 0) params_.n_batch = 512;
     params_.n_batch = std::min(params_.n_batch, params_.n_ctx);
-    backend_ = open_backend(params_.device, params_.n_threads);
+    if (params_.shared_compute) backend_ = params_.shared_compute->sibling();
+    if (backend_) {
+        params_.n_threads = backend_->n_threads();
+        params_.device = backend_->name();
+    } else {
+        backend_ = open_backend(params_.device, params_.n_threads);
+    }
     weights_ = std::make_unique<backend_weights>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(*backend_, hp, params_.n_ctx);
     fwd_ = std::make_unique<forward_engine>(*model_, *backend_, weights_->get(), params_.n_batch);

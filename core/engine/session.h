@@ -24,6 +24,10 @@ struct session_params {
     int32_t n_threads = 0;  // 0: default_thread_count()
     int32_t n_batch = 512;  // prefill micro-batch rows
     std::string device;     // the backend's device from the registry: "cpu" (empty), "cuda:0"
+    // When set (and it can share), the session runs on a sibling of this backend, on its
+    // threads, instead of opening a backend of its own: a runtime's sessions take turns on one
+    // thread pool (device and n_threads are then the shared backend's).
+    std::shared_ptr<backend> shared_compute;
 };
 
 struct generation_params {

@@ -2,6 +2,8 @@
 #include "kernels/cpu/backend-cpu.h"
 
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "kernels/cpu/blend-ops.h"
 #include "kernels/cpu/cpu-features.h"
@@ -14,9 +16,11 @@ namespace {
 
 class cpu_backend final : public backend {
 public:
-    explicit cpu_backend(int n_threads) : pool_(n_threads) {}
+    explicit cpu_backend(std::shared_ptr<thread_pool> pool)
+        : shared_(std::move(pool)), pool_(*shared_) {}
     const char* name() const override { return "cpu"; }
     int n_threads() const override { return pool_.size(); }
+    std::unique_ptr<backend> sibling() override { return std::make_unique<cpu_backend>(shared_); }
     bool host_memory() const override { return true; }
 
     void* alloc(size_t bytes) override { return aligned_malloc(bytes, 64); }
@@ -78,13 +82,15 @@ public:
     }
 
 private:
-    thread_pool pool_;
+    std::shared_ptr<thread_pool> shared_;  // siblings hold the same pool
+    thread_pool& pool_;
 };
 
 }  // namespace
 
 std::unique_ptr<backend> make_cpu_backend(int n_threads) {
-    return std::make_unique<cpu_backend>(n_threads < 1 ? 1 : n_threads);
+    return std::make_unique<cpu_backend>(
+        std::make_shared<thread_pool>(n_threads < 1 ? 1 : n_threads));
 }
 
 std::string cpu_isa_name_detected() { return cpu_isa_name(cpu_isa_detected()); }

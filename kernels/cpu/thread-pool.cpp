@@ -43,7 +43,25 @@ struct thread_pool::impl {
     std::mutex sleep_mutex;
     std::condition_variable sleep_cv;
 
-    std::mutex run_mutex;  // run() from two outside threads at once is serialised, not corrupted
+    // run() from several outside threads (the sessions of one runtime share a pool) takes
+    // turns in arrival order: a ticket lock, so a long prefill's stream of jobs cannot keep
+    // another request's decode step waiting (a plain mutex lets the releasing thread barge back).
+    std::mutex turn_mutex;
+    std::condition_variable turn_cv;
+    uint64_t next_ticket = 0, serving = 0;
+
+    void take_turn() {
+        std::unique_lock<std::mutex> lock(turn_mutex);
+        const uint64_t ticket = next_ticket++;
+        turn_cv.wait(lock, [&] { return serving == ticket; });
+    }
+    void end_turn() {
+        {
+            std::lock_guard<std::mutex> lock(turn_mutex);
+            ++serving;
+        }
+        turn_cv.notify_all();
+    }
 
     std::mutex error_mutex;
     std::exception_ptr error;
@@ -141,7 +159,11 @@ void thread_pool::run(const std::function<void(int ith, int nth)>& fn) {
         fn(0, 1);
         return;
     }
-    std::lock_guard<std::mutex> run_lock(s.run_mutex);
+    s.take_turn();
+    struct turn_end {
+        impl& s;
+        ~turn_end() { s.end_turn(); }
+    } turn{s};
     const int n_workers = s.n_threads - 1;
     s.job = &fn;
     s.n_done.store(0, std::memory_order_relaxed);

@@ -18,7 +18,8 @@ public:
     int size() const noexcept;
 
     // Runs fn(ith, nth) on every thread (caller included) and returns when all have finished.
-    // Not re-entrant: fn must not call run() on the same pool.
+    // Callers on several threads take turns in arrival order (the caller of each turn is its
+    // thread 0). Not re-entrant: fn must not call run() on the same pool.
     void run(const std::function<void(int ith, int nth)>& fn);
 
     // Splits [0, n) into contiguous ranges of at least `grain` items, one call per range.

@@ -5,6 +5,8 @@
 // by scripts/test.sh --tsan.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -163,6 +165,96 @@ TEST(CapiThreads, EightThreadsShareOneRuntime) {
     if (std::system(("rm -rf " + cbltest::shell_quote(dir)).c_str()) != 0) {
         std::fprintf(stderr, "cleanup of %s failed\n", dir.c_str());
     }
+}
+
+}  // namespace
+
+namespace {
+
+// Threads of this process, from /proc/self/task.
+int count_threads() {
+    int n = 0;
+    if (DIR* d = ::opendir("/proc/self/task")) {
+        while (const dirent* e = ::readdir(d)) {
+            if (e->d_name[0] != '.') ++n;
+        }
+        ::closedir(d);
+    }
+    return n;
+}
+
+// One thread pool per runtime (issue 14, item 1): sessions made with the runtime's thread count
+// start no compute threads of their own, and four of them asking at once on those shared threads
+// (taking turns per job) answer exactly what one session answers alone; a session asking for
+// another thread count gets a pool of its own.
+TEST(CapiThreads, SessionsShareTheRuntimesThreadPool) {
+    CBL_REQUIRE_DEFAULT_MODEL(model);
+    char tmpl[] = "/tmp/cbl-capi-pool-XXXXXX";
+    const char* d = ::mkdtemp(tmpl);
+    ASSERT_NE(d, nullptr);
+    const std::string dir = d;
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.model_path = model.c_str();
+    const std::string data = dir + "/data";
+    rp.data_dir = data.c_str();
+    rp.n_threads = 2;
+    cbl_runtime* rt = nullptr;
+    ASSERT_EQ(cbl_runtime_open(&rp, &rt), CBL_OK) << cbl_last_error();
+    for (size_t i = 0; i < sizeof(k_facts) / sizeof(k_facts[0]); ++i) {
+        const std::string uri = "mem://fact" + std::to_string(i);
+        ASSERT_EQ(cbl_runtime_ingest_text(rt, uri.c_str(), k_facts[i], std::strlen(k_facts[i]),
+                                          nullptr, nullptr),
+                  CBL_OK)
+            << cbl_last_error();
+    }
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = 512;  // n_threads 0: the runtime's
+    cbl_ask_params ap;
+    cbl_ask_params_init(&ap);
+    ap.k = 2;
+    ap.max_tokens = 4;
+    ap.search_mode = CBL_SEARCH_BM25;
+    const char* question = "Where is Mount Kilimanjaro?";
+
+    const int before = count_threads();
+    constexpr int k_sessions = 4;
+    cbl_session* sessions[k_sessions] = {};
+    for (auto& s : sessions) ASSERT_EQ(cbl_session_create(rt, &sp, &s), CBL_OK) << cbl_last_error();
+    EXPECT_EQ(count_threads(), before) << "sessions started compute threads of their own";
+
+    auto ask = [&](cbl_session* s, std::string* text) {
+        cbl_answer* a = nullptr;
+        if (cbl_session_ask(s, question, &ap, &a) != CBL_OK) return false;
+        *text = cbl_answer_text(a);
+        cbl_answer_free(a);
+        return true;
+    };
+    std::string alone;
+    ASSERT_TRUE(ask(sessions[0], &alone)) << cbl_last_error();
+    ASSERT_FALSE(alone.empty());
+    std::string texts[k_sessions];
+    std::atomic<int> failed{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < k_sessions; ++i) {
+        threads.emplace_back([&, i] {
+            if (!ask(sessions[i], &texts[i])) ++failed;
+        });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failed.load(), 0);
+    for (const std::string& t : texts) EXPECT_EQ(t, alone) << "a shared pool changed an answer";
+
+    cbl_session_params own = sp;
+    own.n_threads = 3;
+    cbl_session* separate = nullptr;
+    ASSERT_EQ(cbl_session_create(rt, &own, &separate), CBL_OK) << cbl_last_error();
+    EXPECT_EQ(count_threads(), before + 2) << "a 3-thread session has its own two workers";
+    cbl_session_free(separate);
+    for (cbl_session* s : sessions) cbl_session_free(s);
+    cbl_runtime_free(rt);
+    std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace
