@@ -59,6 +59,7 @@ public:
                              int64_t ld_cache) = 0;
     virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
                               int64_t ld_cached, int64_t n, int64_t width, float* d) = 0;
+    virtual void attention_mass(const attention_args& a, float* scores) = 0;
 
     // ---- encoder, the BERT embedder (semantics as in kernels/cpu/encoder-ops.h) ----
     virtual void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,

@@ -27,6 +27,17 @@ extern "C" {
 #define CBL_X_DEVIATION_KV      3
 #define CBL_X_DEVIATION_RANDOM  4 /* a fixed pseudo-random choice: the control for ablations */
 
+/* Which reused tokens a check layer keeps for recompute (the ratio is the budget). Names for
+ * cbl_enum_name / cbl_enum_parse with kind CBL_X_NAMES_SELECT. */
+#define CBL_X_SELECT_DEFAULT    0 /* CBL_X_SELECT_HKVD */
+#define CBL_X_SELECT_HKVD       1 /* "hkvd": highest KV deviation (CacheBlend) */
+#define CBL_X_SELECT_SINK       2 /* "sink": the first tokens of every reused chunk */
+#define CBL_X_SELECT_SINK_HKVD  3 /* "sink+hkvd": 4 sink tokens per chunk, the rest by deviation */
+#define CBL_X_SELECT_QUERY      4 /* "query": the tokens the question attends to most (CPU only) */
+#define CBL_X_SELECT_QUERY_HKVD 5 /* "query+hkvd": half by the question's attention, half by
+                                     deviation (CPU only) */
+#define CBL_X_NAMES_SELECT 101    /* cbl_enum_name / cbl_enum_parse kind of CBL_X_SELECT_* */
+
 typedef struct cbl_x_blend_params {
     size_t struct_size;           /* set by cbl_x_blend_params_init() */
     int32_t mode;                 /* CBL_MODE_* */
@@ -38,7 +49,10 @@ typedef struct cbl_x_blend_params {
     const float *check_ratios;    /* gradual filtering: ratio kept at each check layer,
                                      non-increasing (NULL = recompute_ratio at every one) */
     int32_t deviation;            /* CBL_X_DEVIATION_* */
-    bool calibrated_ratio;        /* as in cbl_session_params */
+    bool calibrated_ratio;        /* as in cbl_session_params; a calibration record's policy
+                                     replaces select */
+    int32_t select;               /* CBL_X_SELECT_* (0 = hkvd) */
+    /* new fields are appended here only */
 } cbl_x_blend_params;
 
 static inline void cbl_x_blend_params_init(cbl_x_blend_params *p) {
@@ -106,6 +120,8 @@ typedef struct cbl_x_calibration {
     double target;       /* fidelity and agreement: at least this; kl: at most this */
     double value;        /* the metric measured at ratio */
     int32_t records;     /* records measured */
+    int32_t select;      /* CBL_X_SELECT_* the ratio was measured with (0 = hkvd) */
+    /* new fields are appended here only */
 } cbl_x_calibration;
 
 static inline void cbl_x_calibration_init(cbl_x_calibration *c) {

@@ -14,6 +14,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
+#include "capi/src/select-code.h"
 #include "core/blend/calibration.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
@@ -74,6 +75,7 @@ cacheblend::blend_params to_blend(const char* fn, const cbl_x_blend_params& p,
             throw cacheblend::error(cacheblend::status::invalid_arg,
                                     fmt("%s: unknown deviation %d", fn, p.deviation));
     }
+    bp.select = cacheblend::capi::to_select(fn, p.select);
     return bp;
 }
 
@@ -214,6 +216,7 @@ cbl_status cbl_x_kvstore_set_calibration(cbl_kvstore* store, const cbl_model* mo
         cal.target = in.target;
         cal.value = in.value;
         cal.records = in.records;
+        cal.select = cacheblend::capi::to_select(cbl_fn, in.select);
         cacheblend::write_calibration(store->kv->dir(), cal);
         return CBL_OK;
     });
@@ -237,6 +240,7 @@ cbl_status cbl_x_kvstore_calibration(cbl_kvstore* store, const cbl_model* model,
         r.target = c->target;
         r.value = c->value;
         r.records = c->records;
+        r.select = cacheblend::capi::select_code(c->select);
         if (cbl_status s = write_out(cbl_fn, r, out)) return s;
         *out_found = true;
         return CBL_OK;

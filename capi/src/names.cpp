@@ -7,6 +7,7 @@
 #include "capi/src/convert.h"
 #include "capi/src/guard.h"
 #include "capi/src/params.h"
+#include "capi/src/select-code.h"
 #include "core/kvstore/kv-store.h"
 
 namespace cacheblend::capi {
@@ -58,6 +59,11 @@ std::vector<named> names_of(int32_t kind) {
                 out.push_back({stop_code(r), generation_stop_name(r)});
             }
             break;
+        case CBL_X_NAMES_SELECT:
+            for (select_policy p : select_policies()) {
+                out.push_back({select_code(p), select_policy_name(p)});
+            }
+            break;
         default: break;
     }
     return out;
@@ -70,6 +76,7 @@ int32_t default_of(int32_t kind) {
         case CBL_NAMES_SEARCH: return CBL_SEARCH_HYBRID;
         case CBL_NAMES_KV_FORMAT: return CBL_KV_F16;
         case CBL_NAMES_DOC: return CBL_DOC_TEXT;
+        case CBL_X_NAMES_SELECT: return CBL_X_SELECT_HKVD;
         default: return 0;
     }
 }

@@ -10,6 +10,8 @@
 
 #include "core/blend/blend-select.h"
 #include "core/blend/blend.h"
+#include "core/blend/query-scores.h"
+#include "core/blend/selection.h"
 #include "core/engine/forward.h"
 #include "core/engine/host-staging.h"
 #include "core/engine/kv-cache.h"
@@ -25,6 +27,7 @@ struct blend_engine::plan {
     std::vector<token_id> tokens;      // the prompt: [P][C1]..[Ck][Q]
     std::vector<int64_t> chunk_start;  // first prompt row of each chunk
     int64_t n = 0;                     // prompt rows (N)
+    int64_t n_question = 0;            // the last rows: the question (always computed)
 
     std::vector<std::unique_ptr<chunk_kv_reader>> readers;  // one per hit chunk
     std::vector<chunk_kv_reader*> hit_readers;
@@ -51,6 +54,11 @@ struct blend_engine::layer_state {
     aligned_array<uint16_t> gv;      // relocate: gathered cached V
     host_staging gk_b, gv_b, gpos_b;  // relocate: the same on a device backend
     select_scratch sel;
+    std::unique_ptr<token_selector> selector;  // the request's policy
+    std::vector<int64_t> cand;                 // a check layer's candidates (indices into active)
+    selection_input sel_in;                    // what the policy reads about them
+    query_scratch query;
+    std::vector<float> row_query;              // question attention per prompt row
     double wait_ms = 0, select_ms = 0;
 };
 

@@ -67,6 +67,7 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     // Load: from here the loader thread reads stored layers while the layers below compute.
     layer_loader loader(P.hit_readers, P.hit_offset, P.n_reused(), hp.kv_dim(), P.load_layers);
     layer_state L;
+    L.selector = make_token_selector(p_.select);
     start_active(P, fwd, &L);
     for (int32_t l = 0; l < hp.n_layer; ++l) run_layer(l, P, loader, fwd, &L);
     fwd.logits(static_cast<int64_t>(L.active.size()) - 1, impl_->logits.data());
@@ -85,6 +86,7 @@ void blend_engine::plan_and_lookup(const blend_request& req, const std::vector<b
                                    plan* P, blend_stats* st) {
     lay_out(req, s_.cache().n_ctx(), &P->tokens, &P->chunk_start);
     P->n = static_cast<int64_t>(P->tokens.size());
+    P->n_question = static_cast<int64_t>(req.question.size());
     st->mode = p_.mode;
     st->tokens_total = P->n;
     P->reused_index.assign(static_cast<size_t>(P->n), -1);
@@ -190,11 +192,12 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     }
     const auto ci = std::find(p_.check_layers.begin(), p_.check_layers.end(), l);
     const bool is_check = P.blending && ci != p_.check_layers.end();
+    select_args a;
     if (is_check) {
         const auto t_sel = clock_type::now();
-        select_args a;
         a.active = &L->active;
         a.reused_index = &P.reused_index;
+        a.hit_offset = &P.hit_offset;
         a.fresh_k = fwd.k();
         a.fresh_v = fwd.v();
         a.cached_k = ck;
@@ -204,7 +207,7 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         a.ratio = P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())];
         a.layer = l;
         a.deviation = p_.deviation;
-        select_tokens(s_.get_backend(), a, &L->sel, &L->keep);
+        select_prepare(s_.get_backend(), a, *L->selector, &L->sel, &L->cand, &L->sel_in);
         L->select_ms += ms_between(t_sel, clock_type::now());
     }
     fwd.rope_store_kv(l, cache, n_act);  // fresh KV for every row computed at this layer
@@ -213,6 +216,20 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         loader.release(l);
     }
     if (is_check) {
+        const auto t_sel = clock_type::now();
+        // The question's attention needs this layer's rotated keys of every prompt row: after
+        // rope_store_kv and relocate, before the rows are dropped.
+        if (L->selector->needs_query()) {
+            question_attention(s_.get_backend(), fwd, cache, s_.get_model().hparams(),
+                               s_.weights().rope, l, n_act, P.n_question, P.n, &L->query,
+                               &L->row_query);
+            for (int64_t c : L->cand) {
+                const int32_t row = L->active[static_cast<size_t>(c)];
+                L->sel_in.query.push_back(L->row_query[static_cast<size_t>(row)]);
+            }
+        }
+        select_finish(a, *L->selector, L->sel_in, L->cand, &L->keep);
+        L->select_ms += ms_between(t_sel, clock_type::now());
         fwd.compact_rows(L->keep.data(), static_cast<int64_t>(L->keep.size()));
         std::vector<int32_t> next(L->keep.size());
         for (size_t i = 0; i < L->keep.size(); ++i) {

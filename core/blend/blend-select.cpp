@@ -50,10 +50,10 @@ void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>
     }
 }
 
-// Scores of the candidates (higher = recompute first): V then K deviation as asked, or the
+// The candidates' deviation (higher = recompute first): V then K deviation as asked, or the
 // seeded random control.
-std::vector<float> score(backend& be, const select_args& a, const std::vector<int64_t>& cand,
-                         select_scratch* s) {
+std::vector<float> deviation_scores(backend& be, const select_args& a,
+                                    const std::vector<int64_t>& cand, select_scratch* s) {
     const int64_t mr = static_cast<int64_t>(cand.size());
     s->dev.resize(static_cast<size_t>(std::max<int64_t>(1, mr)));
     s->fresh.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
@@ -77,39 +77,42 @@ std::vector<float> score(backend& be, const select_args& a, const std::vector<in
     return total;
 }
 
-// Indices of the n_keep highest scores (ties: the lower index), in rank order.
-std::vector<int64_t> top_k(const std::vector<float>& total, int64_t n_keep) {
-    std::vector<int64_t> order(total.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-    std::partial_sort(
-        order.begin(), order.begin() + n_keep, order.end(), [&](int64_t a, int64_t b) {
-            const float da = total[static_cast<size_t>(a)], db = total[static_cast<size_t>(b)];
-            return da > db || (da == db && a < b);
-        });
-    order.resize(static_cast<size_t>(n_keep));
-    return order;
-}
-
 }  // namespace
 
-void select_tokens(backend& be, const select_args& a, select_scratch* s,
-                   std::vector<int32_t>* keep) {
+void select_prepare(backend& be, const select_args& a, const token_selector& sel,
+                    select_scratch* s, std::vector<int64_t>* cand, selection_input* in) {
+    const std::vector<int32_t>& active = *a.active;
+    const std::vector<int32_t>& reused_index = *a.reused_index;
+    const std::vector<int64_t>& hit_offset = *a.hit_offset;
+    cand->clear();
+    in->chunk.clear();
+    in->offset.clear();
+    in->deviation.clear();
+    in->query.clear();
+    for (size_t i = 0; i < active.size(); ++i) {
+        const int32_t r = reused_index[static_cast<size_t>(active[i])];
+        if (r < 0) continue;
+        cand->push_back(static_cast<int64_t>(i));
+        // Hit chunks occupy consecutive ranges of R in prompt order.
+        const auto c = std::upper_bound(hit_offset.begin(), hit_offset.end(), int64_t{r}) -
+                       hit_offset.begin() - 1;
+        in->chunk.push_back(static_cast<int32_t>(c));
+        in->offset.push_back(static_cast<int32_t>(r - hit_offset[static_cast<size_t>(c)]));
+    }
+    const int64_t mr = static_cast<int64_t>(cand->size());
+    in->budget = std::min<int64_t>(
+        mr, static_cast<int64_t>(
+                std::ceil(static_cast<double>(a.ratio) * static_cast<double>(a.n_reused) - 1e-9)));
+    if (sel.needs_deviation()) in->deviation = deviation_scores(be, a, *cand, s);
+}
+
+void select_finish(const select_args& a, const token_selector& sel, const selection_input& in,
+                   const std::vector<int64_t>& cand, std::vector<int32_t>* keep) {
     const std::vector<int32_t>& active = *a.active;
     const std::vector<int32_t>& reused_index = *a.reused_index;
     const int64_t n_act = static_cast<int64_t>(active.size());
-    std::vector<int64_t> cand;  // active indices of reused rows: the candidates
-    for (int64_t i = 0; i < n_act; ++i) {
-        if (reused_index[static_cast<size_t>(active[static_cast<size_t>(i)])] >= 0) {
-            cand.push_back(i);
-        }
-    }
-    const int64_t mr = static_cast<int64_t>(cand.size());
-    const std::vector<float> total = score(be, a, cand, s);
-    const int64_t n_keep = std::min<int64_t>(
-        mr, static_cast<int64_t>(
-                std::ceil(static_cast<double>(a.ratio) * static_cast<double>(a.n_reused) - 1e-9)));
     std::vector<uint8_t> chosen(static_cast<size_t>(n_act), 0);
-    for (int64_t i : top_k(total, n_keep)) {
+    for (int64_t i : sel.choose(in)) {
         chosen[static_cast<size_t>(cand[static_cast<size_t>(i)])] = 1;
     }
     keep->clear();

@@ -1,12 +1,14 @@
-// The select step of a blended prefill: at a check layer, score the reused rows still computed
-// by how far their fresh KV deviates from the stored one (the backend's kv_deviation), then keep
-// the top share of them (CacheBlend's "high KV deviation" tokens; see core/blend/blend.h).
+// The select step of a blended prefill: at a check layer, gather what the selection policy reads
+// about the reused rows still computed (chunk, position in the chunk, and when the policy asks for
+// it, how far their fresh KV deviates from the stored one: the backend's kv_deviation), let the
+// policy choose (core/blend/selection.h), and keep those rows with every row not reused.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/blend/blend.h"
+#include "core/blend/selection.h"
 #include "core/engine/backend.h"
 #include "core/engine/host-staging.h"
 #include "kernels/memory.h"
@@ -16,6 +18,7 @@ namespace cacheblend {
 struct select_args {
     const std::vector<int32_t>* active = nullptr;        // rows computed at this layer, ascending
     const std::vector<int32_t>* reused_index = nullptr;  // prompt row -> row in R, -1 if none
+    const std::vector<int64_t>* hit_offset = nullptr;    // first row in R of each hit chunk
     const float* fresh_k = nullptr;                      // forward buffers, [active][kv_dim]
     const float* fresh_v = nullptr;
     const float* cached_k = nullptr;                     // the loader's layer, [R][kv_dim]
@@ -34,9 +37,15 @@ struct select_scratch {
     host_staging fresh_b, cached_b, dev_b;  // the same arrays on a device backend
 };
 
+// Before the layer's K is rotated: *cand = the indices into *active of the reused rows (the
+// candidates); *in = their chunk and offset, the budget ceil(ratio * |R|) (at most the
+// candidates) and, when sel reads it, their deviation.
+void select_prepare(backend& be, const select_args& a, const token_selector& sel,
+                    select_scratch* s, std::vector<int64_t>* cand, selection_input* in);
+
 // *keep = the indices into *active that stay computed after this layer: every row not reused,
-// and the ceil(ratio * |R|) reused ones that deviate most (ties: the earlier row), ascending.
-void select_tokens(backend& be, const select_args& a, select_scratch* s,
-                   std::vector<int32_t>* keep);
+// and the candidates sel chooses from in, ascending.
+void select_finish(const select_args& a, const token_selector& sel, const selection_input& in,
+                   const std::vector<int64_t>& cand, std::vector<int32_t>* keep);
 
 }  // namespace cacheblend

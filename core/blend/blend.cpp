@@ -88,6 +88,7 @@ void blend_engine::resolve_calibration() {
         calib_note_ = fmt("no calibration for this model and KV format: r = %g", p_.ratio);
     } else if (c->met) {
         p_.ratio = c->ratio;
+        p_.select = c->select;  // the ratio was measured with this policy
         p_.ratio_auto = false;
     } else {
         p_.mode = blend_mode::full;

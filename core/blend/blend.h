@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blend/selection.h"
 #include "core/engine/session.h"
 #include "core/kvstore/kv-store.h"
 
@@ -45,9 +46,11 @@ struct blend_params {
     // one ratio at every check layer.
     std::vector<float> check_ratios;
     deviation_kind deviation = deviation_kind::v;
+    // Which reused rows a check layer keeps (core/blend/selection.h); the ratio is its budget.
+    select_policy select = select_policy::hkvd;
     kv_format format = kv_format::f16;
     bool write_back = true;          // store KV of missed chunks after the request
-    // Blend mode: use the ratio `cacheblend calibrate` recorded in the store for this model
+    // Blend mode: use the ratio (and selection policy) `cacheblend calibrate` recorded in the store for this model
     // and format (core/blend/calibration.h); without a record, `ratio`; a record that met no
     // target: full.
     bool ratio_calibrated = false;

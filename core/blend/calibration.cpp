@@ -54,14 +54,18 @@ std::vector<calibration> read_all(const std::string& path, file_io& io) {
         ++line_no;
         if (line.empty()) continue;
         std::istringstream ls(line);
-        std::string fp_hex, format, metric, rest;
+        std::string fp_hex, format, metric, policy, rest;
         calibration c;
         int met = -1;
         ls >> fp_hex >> format >> c.ratio >> met >> metric >> c.target >> c.value >> c.records;
+        const bool fields_ok = !ls.fail();
+        // The optional ninth field: the selection policy (absent: hkvd).
+        const bool policy_ok = !(ls >> policy) || parse_select_policy(policy, &c.select);
         char* end = nullptr;
         errno = 0;
         c.model_fingerprint = std::strtoull(fp_hex.c_str(), &end, 16);
-        const bool ok = !ls.fail() && !(ls >> rest) && fp_hex.size() == 16 && end && *end == '\0' &&
+        const bool ok = fields_ok && policy_ok && !(ls >> rest) && fp_hex.size() == 16 && end &&
+                        *end == '\0' &&
                         errno == 0 && parse_kv_format(format, &c.format) &&
                         (met == 0 || met == 1) && valid_metric(metric) && c.ratio >= 0.f &&
                         c.ratio <= 1.f && std::isfinite(c.target) && std::isfinite(c.value) &&
@@ -111,11 +115,13 @@ void write_calibration(const std::string& store_dir, const calibration& c,
     std::string text = std::string(k_magic) + "\n";
     for (const calibration& o : all) {
         char line[256];
-        std::snprintf(line, sizeof(line), "%016llx %s %.9g %d %s %.17g %.17g %d\n",
+        std::snprintf(line, sizeof(line), "%016llx %s %.9g %d %s %.17g %.17g %d",
                       static_cast<unsigned long long>(o.model_fingerprint), kv_format_name(o.format),
                       static_cast<double>(o.ratio), o.met ? 1 : 0, o.metric.c_str(), o.target,
                       o.value, o.records);
         text += line;
+        if (o.select != select_policy::hkvd) text += std::string(" ") + select_policy_name(o.select);
+        text += "\n";
     }
     const std::string tmp = fmt("%s.tmp.%ld", path.c_str(), static_cast<long>(::getpid()));
     int fd = -1;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blend/selection.h"
 #include "core/kvstore/kv-store.h"
 #include "core/util/file-io.h"
 
@@ -21,6 +22,10 @@ struct calibration {
     uint64_t model_fingerprint = 0;
     kv_format format = kv_format::f16;
     float ratio = 1.f;         // the smallest measured ratio that met the target (1 when none did)
+    // The selection policy the ratio was measured with (a ratio means nothing without it). A
+    // record written before policies existed has none and reads as hkvd, and an hkvd record is
+    // written without it, so files of hkvd records stay readable by older builds.
+    select_policy select = select_policy::hkvd;
     bool met = false;          // false: no ratio below 1 met the target, so requests run full
     std::string metric;        // "fidelity", "agreement" or "kl" ([a-z_]+)
     double target = 0;         // fidelity/agreement: at least this; kl: at most this

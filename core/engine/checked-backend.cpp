@@ -103,6 +103,9 @@ public:
                       int64_t ld_cached, int64_t n, int64_t width, float* d) override {
         guarded([&] { b_->kv_deviation(fresh, ld_fresh, cached, ld_cached, n, width, d); });
     }
+    void attention_mass(const attention_args& a, float* scores) override {
+        guarded([&] { b_->attention_mass(a, scores); });
+    }
     void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
                     const float* beta, float eps, float* y, int64_t ldy) override {
         guarded([&] { b_->layer_norm(x, m, n, ldx, gamma, beta, eps, y, ldy); });

@@ -47,6 +47,7 @@ public:
     void compact_rows(const int32_t* keep, int64_t m);
 
     float* x() { return x_.as<float>(); }
+    float* q() { return q_.as<float>(); }  // before RoPE until attend_and_mlp, stride q_dim
     float* k() { return k_.as<float>(); }
     float* v() { return v_.as<float>(); }
     const int32_t* positions() const { return pos_.as<int32_t>(); }

@@ -70,6 +70,9 @@ public:
                       int64_t ld_cached, int64_t n, int64_t width, float* d) override {
         cacheblend::kv_deviation(pool_, fresh, ld_fresh, cached, ld_cached, n, width, d);
     }
+    void attention_mass(const attention_args& a, float* scores) override {
+        cacheblend::attention_mass(pool_, a, scores);
+    }
     void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
                     const float* beta, float eps, float* y, int64_t ldy) override {
         cacheblend::layer_norm(pool_, x, m, n, ldx, gamma, beta, eps, y, ldy);

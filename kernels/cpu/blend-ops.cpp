@@ -1,6 +1,7 @@
 #include "kernels/cpu/blend-ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/fp16.h"
@@ -43,6 +44,48 @@ void kv_deviation(thread_pool& pool, const float* fresh, int64_t ld_fresh, const
                 s += e * e;
             }
             d[i] = s;
+        }
+    });
+}
+
+void attention_mass(thread_pool& pool, const attention_args& a, float* scores) {
+    const int64_t nk = a.n_keys, hd = a.head_dim;
+    const int64_t rows = a.n_q * a.n_head;
+    const int group = a.n_head / a.n_kv_head;
+    // One probability row per (query row, head), then a sum per key in row order: the same
+    // result on any number of threads.
+    std::vector<float> p(static_cast<size_t>(std::max<int64_t>(1, rows * nk)), 0.f);
+    pool.parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> kf;
+        kf.resize(static_cast<size_t>(hd));
+        for (int64_t r = begin; r < end; ++r) {
+            const int64_t i = r / a.n_head;
+            const int h = static_cast<int>(r % a.n_head);
+            const float* q = a.q + i * a.q_stride + static_cast<int64_t>(h) * hd;
+            const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
+            const int64_t limit = std::min<int64_t>(nk, static_cast<int64_t>(a.q_pos[i]) + 1);
+            float* pr = p.data() + r * nk;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < limit; ++j) {
+                fp16_to_fp32_row(a.k + j * a.kv_stride + kv_off, kf.data(), hd);
+                float dot = 0.f;
+                for (int64_t d = 0; d < hd; ++d) dot += q[d] * kf[static_cast<size_t>(d)];
+                pr[j] = dot * a.scale;
+                mx = std::max(mx, pr[j]);
+            }
+            float sum = 0.f;
+            for (int64_t j = 0; j < limit; ++j) {
+                pr[j] = std::exp(pr[j] - mx);
+                sum += pr[j];
+            }
+            for (int64_t j = 0; j < limit; ++j) pr[j] /= sum;
+        }
+    });
+    pool.parallel_for(nk, 64, [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+            float s = 0.f;
+            for (int64_t r = 0; r < rows; ++r) s += p[static_cast<size_t>(r * nk + j)];
+            scores[j] = s;
         }
     });
 }

@@ -19,4 +19,11 @@ void relocate_kv(thread_pool& pool, const float* k_src, const uint16_t* v_src, i
 void kv_deviation(thread_pool& pool, const float* fresh, int64_t ld_fresh, const uint16_t* cached,
                   int64_t ld_cached, int64_t n, int64_t width, float* d);
 
+// scores[j], j in [0, a.n_keys): the attention key j receives from the query rows, summed over
+// query rows and heads: each (row, head) is the softmax attention() computes (keys at positions
+// <= the row's, scale a.scale, GQA as there), so a row's heads add up to n_head. Reads a.q, a.n_q,
+// a.q_stride, a.q_pos, a.k, a.kv_stride, a.n_keys and the head shape; a.v and a.out are unused.
+// The query selection policy's signal (core/blend/selection.h). Deterministic: fixed sum order.
+void attention_mass(thread_pool& pool, const attention_args& a, float* scores);
+
 }  // namespace cacheblend

@@ -109,6 +109,13 @@ public:
         });
     }
 
+    // The query selection policies' signal (core/blend/selection.h); not on the GPU yet.
+    void attention_mass(const attention_args&, float*) override {
+        throw kernel_error(kernel_status::unsupported,
+                           "cuda attention_mass: not implemented (the query and query+hkvd "
+                           "selection policies run on the cpu device for now)");
+    }
+
     // The encoder runs on the CPU backend (the runtime's); these are not on the GPU yet.
     void layer_norm(const float*, int64_t, int64_t, int64_t, const float*, const float*, float,
                     float*, int64_t) override {

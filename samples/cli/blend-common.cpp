@@ -107,10 +107,23 @@ std::vector<flag_spec> blend_tuning_flags() {
         {"check-ratios", "R,..", "ratio kept at each check layer, non-increasing (gradual)"},
         {"deviation", "v|k|kv|random",
          "what the check layer compares: V, K or both (default v); random: the control"},
+        select_flag(),
         {"kv-format", "F",
          "stored KV format: " + enum_names(CBL_NAMES_KV_FORMAT) + " (default " +
              enum_name(CBL_NAMES_KV_FORMAT, CBL_KV_DEFAULT) + "; exact: K in f32)"},
     };
+}
+
+flag_spec select_flag() {
+    return {"select", "POLICY",
+            "which reused tokens to recompute: " + enum_names(CBL_X_NAMES_SELECT) + " (default " +
+                enum_name(CBL_X_NAMES_SELECT, CBL_X_SELECT_DEFAULT) +
+                "; query policies run on the cpu device)"};
+}
+
+int32_t parse_select(const parsed_args& a) {
+    const auto s = a.get("select");
+    return s ? parse_enum(CBL_X_NAMES_SELECT, "select", *s) : CBL_X_SELECT_DEFAULT;
 }
 
 std::vector<double> parse_double_list(const std::string& flag, const std::string& text,
@@ -149,6 +162,7 @@ cbl_x_blend_params blend_tuning::params(int32_t mode, float ratio, bool auto_rat
     p.auto_ratio = auto_ratio;
     p.kv_format = kv_format;
     p.deviation = deviation;
+    p.select = select;
     if (!check_layers.empty()) {
         p.check_layers = check_layers.data();
         p.n_check_layers = check_layers.size();
@@ -190,6 +204,7 @@ blend_tuning parse_blend_tuning(const parsed_args& a) {
     if (auto f = a.get("kv-format")) {
         t.kv_format = parse_enum(CBL_NAMES_KV_FORMAT, "kv-format", *f);
     }
+    t.select = parse_select(a);
     return t;
 }
 

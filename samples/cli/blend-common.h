@@ -35,14 +35,20 @@ flag_spec kv_budget_flag();
 uint64_t parse_kv_budget(const parsed_args& a);
 // --direct-io: read stored KV with O_DIRECT (bypasses the page cache: cold-read timings).
 flag_spec direct_io_flag();
-// --check-layers, --check-ratios, --deviation, --kv-format (shared by blend and eval).
+// --check-layers, --check-ratios, --deviation, --select, --kv-format (shared by blend and eval).
 std::vector<flag_spec> blend_tuning_flags();
+// --select POLICY: which reused tokens are recomputed (blend, eval, calibrate, ask).
+flag_spec select_flag();
+// The --select value as CBL_X_SELECT_* (CBL_X_SELECT_DEFAULT when absent); a usage error
+// naming the valid policies otherwise.
+int32_t parse_select(const parsed_args& a);
 
 // What those flags set; params() points into this object, so keep it alive while they are used.
 struct blend_tuning {
     std::vector<int32_t> check_layers;
     std::vector<float> check_ratios;
     int32_t deviation = CBL_X_DEVIATION_DEFAULT;
+    int32_t select = CBL_X_SELECT_DEFAULT;
     int32_t kv_format = CBL_KV_DEFAULT;
 
     // The knobs for one run of `mode` at `ratio`.

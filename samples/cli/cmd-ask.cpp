@@ -36,6 +36,7 @@ const command_spec& spec() {
                 {"k", "K", "number of chunks to retrieve (default 4)"},
                 mode_flag(),
                 ratio_flag(),
+                select_flag(),
                 {"kv-format", "F",
                  "chunk KV format in the store: " + enum_names(CBL_NAMES_KV_FORMAT) + " (default " +
                      enum_name(CBL_NAMES_KV_FORMAT, CBL_KV_DEFAULT) + ")"},
@@ -193,6 +194,7 @@ int run_ask(const std::vector<std::string>& args) {
     }
     if (auto f = a.get("kv-format"))
         sp.kv_format = parse_enum(CBL_NAMES_KV_FORMAT, "kv-format", *f);
+    const int32_t select = parse_select(a);
     sp.n_ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));
     const auto threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
     sp.n_threads = threads;
@@ -230,6 +232,19 @@ int run_ask(const std::vector<std::string>& args) {
     cbl_session* s_raw = nullptr;
     check(cbl_session_create(rt.get(), &sp, &s_raw));
     const session_ptr sess(s_raw);
+    if (a.has("select")) {
+        // The policy is an experimental knob: the session's blending as the stable params set it,
+        // with the policy added.
+        cbl_x_blend_params bp;
+        cbl_x_blend_params_init(&bp);
+        bp.mode = sp.mode;
+        if (sp.recompute_ratio > 0) bp.recompute_ratio = sp.recompute_ratio;
+        bp.auto_ratio = sp.auto_ratio;
+        bp.calibrated_ratio = sp.calibrated_ratio;
+        bp.kv_format = sp.kv_format;
+        bp.select = select;
+        check(cbl_x_session_set_blend(sess.get(), &bp));
+    }
     cbl_answer* a_raw = nullptr;
     check(cbl_session_ask(sess.get(), question.c_str(), &ap, &a_raw));
     const answer_ptr answer(a_raw);

@@ -102,6 +102,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     std::snprintf(c.metric, sizeof(c.metric), "%s", metric.c_str());
     c.target = target;
     c.records = static_cast<int32_t>(run.meta.records);
+    c.select = tuning.select;  // the ratio holds for the policy it was measured with
     c.ratio = 1.f;
     c.met = false;
     c.value = metric_of(run.sums.back(), metric);

@@ -136,7 +136,8 @@ std::string journal_settings(const parsed_args& a, const eval_meta& meta,
     static const std::set<std::string> not_results{"dataset", "limit",   "out",        "json",
                                                    "resume",  "store",   "data",       "kv-budget",
                                                    "model",   "modes",   "ratio",      "ratios",
-                                                   "sweep",   "threads", "max-tokens", "kv-format"};
+                                                   "sweep",   "threads", "max-tokens", "kv-format",
+                                                   "select"};
     std::ostringstream os;
     json_writer w(os);
     w.begin_object();
@@ -158,6 +159,9 @@ std::string journal_settings(const parsed_args& a, const eval_meta& meta,
     w.field("threads", meta.threads);
     w.field("max_tokens", meta.max_tokens);
     w.field("kv_format", meta.kv_format);
+    // The policy, resolved, so runs of different policies never share a journal; hkvd is left
+    // out, so journals written before policies existed (all hkvd) still resume.
+    if (meta.select != "hkvd") w.field("select", meta.select);
     w.key("flags").begin_object();
     for (const auto& [name, values] : a.all()) {
         if (not_results.count(name)) continue;
@@ -237,6 +241,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     }
     meta.store = store_dir;
     meta.kv_format = kv_format_name(tuning.kv_format);
+    meta.select = enum_name(CBL_X_NAMES_SELECT, tuning.select);
     meta.threads = threads;
     meta.max_tokens = max_tokens;
     meta.sampling = sampling.given;
@@ -412,6 +417,7 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
     w.field("model", meta.model);
     w.field("store", meta.store);
     w.field("kv_format", meta.kv_format);
+    w.field("select", meta.select);
     w.field("records", meta.records);
     w.field("skipped", meta.skipped);
     w.field("prompt_tokens_mean", meta.prompt_tokens_mean);
@@ -498,11 +504,11 @@ void write_records(json_writer& w, const std::vector<run_spec>& runs,
 void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
                  const std::vector<summary>& sums) {
     std::printf("dataset %s: %lld records (%lld skipped), %.0f prompt tokens on average, %d "
-                "threads, %s <= %d tokens, KV format %s\n",
+                "threads, %s <= %d tokens, KV format %s, selection %s\n",
                 meta.dataset.c_str(), static_cast<long long>(meta.records),
                 static_cast<long long>(meta.skipped), meta.prompt_tokens_mean, meta.threads,
                 meta.sampling.empty() ? "greedy" : meta.sampling.c_str(), meta.max_tokens,
-                meta.kv_format.c_str());
+                meta.kv_format.c_str(), meta.select.c_str());
     std::printf("warm-up: %lld chunks, %lld computed in %.1f s (untimed)\n\n",
                 static_cast<long long>(meta.warm_chunks),
                 static_cast<long long>(meta.warm_computed), meta.warm_ms / 1000.0);

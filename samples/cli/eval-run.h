@@ -61,6 +61,7 @@ struct summary {
 
 struct eval_meta {
     std::string dataset, model, store, kv_format;
+    std::string select;  // the blend runs' selection policy ("hkvd" unless --select)
     int64_t records = 0, skipped = 0;
     double prompt_tokens_mean = 0;
     int32_t threads = 0, max_tokens = 0;

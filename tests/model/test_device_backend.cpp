@@ -138,6 +138,13 @@ public:
         ++deviations;
         cpu_->kv_deviation(fresh, ld_fresh, cached, ld_cached, n, width, d);
     }
+    void attention_mass(const attention_args& a, float* scores) override {
+        for (const void* p : {static_cast<const void*>(a.q), static_cast<const void*>(a.q_pos),
+                              static_cast<const void*>(a.k), static_cast<const void*>(scores)}) {
+            mine(p, 1, "attention_mass");
+        }
+        cpu_->attention_mass(a, scores);
+    }
     void layer_norm(const float*, int64_t, int64_t, int64_t, const float*, const float*, float,
                     float*, int64_t) override {
         throw kernel_error(kernel_status::unsupported, "strict: no encoder");

@@ -73,6 +73,7 @@ public:
                      const cb::rope_params&, uint16_t*, uint16_t*, int64_t) override {}
     void kv_deviation(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t,
                       float*) override {}
+    void attention_mass(const cb::attention_args&, float*) override {}
     void layer_norm(const float*, int64_t, int64_t, int64_t, const float*, const float*, float,
                     float*, int64_t) override {}
     void gelu_erf(float*, int64_t, int64_t, int64_t) override {}

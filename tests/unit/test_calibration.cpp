@@ -143,3 +143,34 @@ TEST_F(Calibration, AFailedWriteLeavesTheOldRecords) {
 }
 
 }  // namespace
+
+// Issue 15: the record keeps the selection policy with the ratio; a record written before
+// policies (8 fields) reads as hkvd, and hkvd is written in that old form.
+TEST_F(Calibration, PolicyIsKeptWithTheRatio) {
+    calibration c = make(7, kv_format::f16, 0.05f, true);
+    c.select = select_policy::sink_hkvd;
+    write_calibration(dir_, c);
+    write_calibration(dir_, make(7, kv_format::q8, 0.15f, true));
+    EXPECT_EQ(read_calibration(dir_, 7, kv_format::f16)->select, select_policy::sink_hkvd);
+    EXPECT_EQ(read_calibration(dir_, 7, kv_format::q8)->select, select_policy::hkvd);
+    std::ifstream in(file());
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find(" 20 sink+hkvd\n"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find(" 20\n"), std::string::npos) << "hkvd: the old 8 fields";
+
+    const std::string magic = "cacheblend-calibration 1\n";
+    put(magic + "0000000000000007 f16 0.3 1 kl 0.05 0.04 20\n");
+    EXPECT_EQ(read_calibration(dir_, 7, kv_format::f16)->select, select_policy::hkvd);
+    put(magic + "0000000000000007 f16 0.3 1 kl 0.05 0.04 20 query\n");
+    EXPECT_EQ(read_calibration(dir_, 7, kv_format::f16)->select, select_policy::query);
+    for (const char* bad : {" 20 Sink\n", " 20 sink extra\n"}) {
+        put(magic + "0000000000000007 f16 0.3 1 kl 0.05 0.04" + bad);
+        try {
+            read_calibration(dir_, 7, kv_format::f16);
+            ADD_FAILURE() << bad;
+        } catch (const error& e) {
+            EXPECT_EQ(e.code(), status::corrupt) << bad;
+        }
+    }
+}
