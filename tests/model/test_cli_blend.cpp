@@ -410,3 +410,52 @@ TEST_F(CliBlend, CalibrateRecordsTheRatioThatBlendThenUses) {
 }
 
 }  // namespace
+
+namespace {
+
+// --select (issue 15 item 1): blend runs a policy; an unknown one is a usage error naming the
+// valid ones on blend, eval and ask; eval's summary and resume journal name the policy.
+TEST_F(CliBlend, SelectPolicies) {
+    const std::string store = dir_ + "/kv";
+    std::vector<std::string> args = blend_args("blend", store);
+    args.insert(args.end(), {"--warm", "--select", "sink"});
+    const json sink = blend_json(args);
+    ASSERT_EQ(sink.kind, json::object);
+    EXPECT_GT(sink["tokens_reused"].num, 0);
+    EXPECT_LT(sink["tokens_recomputed"].num, sink["tokens_total"].num);
+    args = blend_args("blend", store);
+    args.insert(args.end(), {"--select", "query+hkvd"});
+    const json qh = blend_json(args);
+    ASSERT_EQ(qh.kind, json::object);
+    EXPECT_EQ(qh["tokens_recomputed"].num, sink["tokens_recomputed"].num) << "same budget";
+
+    const std::string valid = "hkvd, sink, sink+hkvd, query, query+hkvd";
+    args = blend_args("blend", store);
+    args.insert(args.end(), {"--select", "prophet"});
+    one_error_line(run(args), 2, valid);
+    one_error_line(run(args), 2, "--select");
+    write_file(dir_ + "/one.json",
+               "[{\"ctxs\": [{\"title\": \"\", \"text\": \"paris is the capital of france.\"}], "
+               "\"question\": \"What is the capital of France?\", \"answers\": [\"Paris\"]}]");
+    one_error_line(run({"eval", "--dataset", dir_ + "/one.json", "--store", store, "--select",
+                        "Sink"}),
+                   2, valid);
+    one_error_line(run({"ask", "--data", dir_ + "/no-data", "--select", "", "q"}), 2, valid);
+
+    // eval names the policy in its summary and its journal; a journal of another policy is
+    // refused on resume rather than mixed.
+    const std::string journal = dir_ + "/journal.jsonl";
+    const auto eval = [&](const std::string& policy) {
+        return run({"eval", "--dataset", dir_ + "/one.json", "--modes", "full,blend", "--store",
+                    store, "--max-tokens", "2", "--json", "--select", policy, "--resume",
+                    journal});
+    };
+    const run_result e = eval("sink");
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    EXPECT_EQ(json::parse(e.out)["select"].str, "sink");
+    EXPECT_NE(read_all(journal).find("\"select\":\"sink\""), std::string::npos)
+        << read_all(journal);
+    one_error_line(eval("hkvd"), 2, "other settings");
+}
+
+}  // namespace
