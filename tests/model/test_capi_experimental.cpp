@@ -180,6 +180,29 @@ TEST_F(CapiExperimental, BlendKnobsAreChecked) {
     EXPECT_EQ(cbl_x_session_set_blend(session_, &bp), CBL_INVALID_ARG);
 }
 
+// The selection policy knob (issue 15): every CBL_X_SELECT_* is accepted, an unknown one is
+// CBL_INVALID_ARG naming the valid policies, and the names come from the library's table.
+TEST_F(CapiExperimental, SelectPolicyKnob) {
+    cbl_x_blend_params bp;
+    cbl_x_blend_params_init(&bp);
+    EXPECT_EQ(bp.select, CBL_X_SELECT_DEFAULT);
+    for (int32_t v : {CBL_X_SELECT_DEFAULT, CBL_X_SELECT_HKVD, CBL_X_SELECT_SINK,
+                      CBL_X_SELECT_SINK_HKVD, CBL_X_SELECT_QUERY, CBL_X_SELECT_QUERY_HKVD}) {
+        bp.select = v;
+        EXPECT_EQ(cbl_x_session_set_blend(session_, &bp), CBL_OK) << v << cbl_last_error();
+    }
+    bp.select = 6;
+    EXPECT_EQ(cbl_x_session_set_blend(session_, &bp), CBL_INVALID_ARG);
+    EXPECT_NE(std::strstr(cbl_last_error(), "hkvd, sink, sink+hkvd, query, query+hkvd"), nullptr)
+        << cbl_last_error();
+    EXPECT_STREQ(cbl_enum_name(CBL_X_NAMES_SELECT, CBL_X_SELECT_DEFAULT), "hkvd");
+    EXPECT_STREQ(cbl_enum_name(CBL_X_NAMES_SELECT, CBL_X_SELECT_SINK_HKVD), "sink+hkvd");
+    int32_t v = 0;
+    EXPECT_EQ(cbl_enum_parse(CBL_X_NAMES_SELECT, "query+hkvd", &v), CBL_OK);
+    EXPECT_EQ(v, CBL_X_SELECT_QUERY_HKVD);
+    EXPECT_EQ(cbl_enum_parse(CBL_X_NAMES_SELECT, "random", &v), CBL_INVALID_ARG);
+}
+
 TEST_F(CapiExperimental, PromptLayoutsAndBadPrompts) {
     // The custom layout: its own system and preamble change the prompt's tokens.
     size_t n_chunks = 0, n_custom = 0;
@@ -278,12 +301,22 @@ TEST_F(CapiExperimental, CalibratedSessionsUseTheRecordedRatio) {
     EXPECT_FLOAT_EQ(back.ratio, 0.3f);
     EXPECT_STREQ(back.metric, "kl");
     EXPECT_EQ(back.records, 20);
+    EXPECT_EQ(back.select, CBL_X_SELECT_HKVD) << "no policy given: hkvd";
     ASSERT_EQ(cbl_x_kvstore_calibration(store_, model_, CBL_KV_Q8, &back, &found), CBL_OK);
     EXPECT_FALSE(found) << "records are per KV format";
     prefill(&st);
     EXPECT_EQ(st.mode, CBL_MODE_BLEND);
     EXPECT_FLOAT_EQ(st.ratio, 0.3f);
     EXPECT_EQ(notice, "");
+
+    // The record keeps its policy; an unknown one is refused.
+    c.select = CBL_X_SELECT_SINK;
+    ASSERT_EQ(cbl_x_kvstore_set_calibration(store_, model_, CBL_KV_F16, &c), CBL_OK);
+    ASSERT_EQ(cbl_x_kvstore_calibration(store_, model_, CBL_KV_F16, &back, &found), CBL_OK);
+    EXPECT_EQ(back.select, CBL_X_SELECT_SINK);
+    c.select = 42;
+    EXPECT_EQ(cbl_x_kvstore_set_calibration(store_, model_, CBL_KV_F16, &c), CBL_INVALID_ARG);
+    c.select = CBL_X_SELECT_DEFAULT;
 
     // A record where no ratio met the target: full prefill, with the reason.
     c.ratio = 1.f;
