@@ -69,6 +69,13 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     check_device(p.device);  // before loading anything: a wrong device fails fast
     rt->device_ = p.device.empty() ? "cpu" : p.device;
     rt->host_ = open_backend("cpu", rt->n_threads_);
+    rt->gate_ =
+        std::make_unique<request_gate>(p.max_active_requests > 0 ? p.max_active_requests
+                                                                 : k_default_max_active_requests,
+                                       p.max_queued_requests > 0   ? p.max_queued_requests
+                                       : p.max_queued_requests < 0 ? 0
+                                                                   : k_default_max_queued_requests);
+    rt->memory_ = std::make_shared<memory_budget>(p.session_memory_bytes);
     rt->llm_ = load_model_or_default(p.model_path);
     if (rt->llm_->vocab_only()) {
         throw error(status::invalid_arg, "runtime: the model file has no weights (vocabulary only)");
@@ -160,6 +167,7 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
                 sp.device = device_;
                 sp.n_ctx = std::min(llm_->hparams().n_ctx_train, 8192);
                 sp.shared_compute = shared_compute();
+                sp.memory = memory_;
                 precompute_session_ = std::make_unique<session>(llm_, sp);
                 precompute_engine_ = std::make_unique<blend_engine>(*precompute_session_, kv_);
             }

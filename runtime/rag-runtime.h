@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/memory-budget.h"
 #include "core/kvstore/kv-store.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
 #include "retrieval/corpus.h"
 #include "runtime/rag-session.h"
+#include "runtime/request-gate.h"
 
 namespace cacheblend {
 
@@ -35,7 +37,17 @@ struct rag_runtime_params {
     // Read-only front ends (search, listing): fail with status::io when data_dir holds no
     // catalog, instead of creating an empty data directory under a mistyped name.
     bool must_exist = false;
+    // Admission (runtime/request-gate.h): requests running at once (0: 4) and waiting for a
+    // turn beyond them (0: 64, negative: none wait); one more is refused with status::busy.
+    int32_t max_active_requests = 0;
+    int32_t max_queued_requests = 0;
+    // RAM for the sessions' working KV caches and engine scratch, all sessions together
+    // (core/engine/memory-budget.h); 0: half of physical memory.
+    uint64_t session_memory_bytes = 0;
 };
+
+constexpr int32_t k_default_max_active_requests = 4;
+constexpr int32_t k_default_max_queued_requests = 64;
 
 // Sizes of a data directory for operators (`cacheblend stats`).
 struct data_dir_stats {
@@ -96,6 +108,11 @@ public:
     // embedder runs too); null when sessions run on another device.
     std::shared_ptr<backend> shared_compute() const { return device_ == "cpu" ? host_ : nullptr; }
     const std::string& data_dir() const { return dir_; }
+    // Every request of the runtime's sessions enters through this gate (the C ABI's session
+    // calls hold a pass while they run).
+    request_gate& requests() { return *gate_; }
+    // The budget the runtime's sessions reserve their memory against (session_params.memory).
+    const std::shared_ptr<memory_budget>& session_memory() const { return memory_; }
     // Why dense retrieval is off; empty when an embedder is loaded.
     const std::string& notice() const { return notice_; }
 
@@ -138,6 +155,8 @@ private:
     // on device_, since requests run in parallel).
     std::shared_ptr<backend> host_;
     uint64_t kv_budget_bytes_ = 0;
+    std::unique_ptr<request_gate> gate_;
+    std::shared_ptr<memory_budget> memory_;
     std::atomic<uint64_t> interrupt_epoch_{0};
     // Eager precompute runs inside ingest (already serialized); its session is made on first use.
     std::mutex precompute_mu_;

@@ -72,6 +72,8 @@ public:
     generation_result generate(const generation_params& gp, const token_callback& on_token);
 
     void cancel() { sess_.cancel(); }
+    bool cancelled() const { return sess_.cancelled(); }
+    void clear_cancel() { sess_.clear_cancel(); }
 
 private:
     blend_engine& engine();  // throws status::invalid_arg without a store

@@ -73,6 +73,7 @@ typedef int32_t cbl_status;
 #define CBL_RANGE       11
 #define CBL_CATALOG     12   /* SQLite; its code is in the message */
 #define CBL_INTERNAL    13
+#define CBL_BUSY 14 /* the runtime's request queue is full: retry later (@since 0.1) */
 #define CBL_IO_READ     (CBL_IO | (1 << 8))
 #define CBL_IO_WRITE    (CBL_IO | (2 << 8))
 #define CBL_DEVICE_OOM  (CBL_DEVICE | (1 << 8))
@@ -220,6 +221,18 @@ typedef struct cbl_runtime_params {
                                    directory at ..." when data_dir holds no catalog.db, and
                                    nothing is created (for read-only front ends, where a
                                    mistyped path must not become an empty corpus). @since 0.1 */
+    /* Admission of the sessions' calls (ask, prefill_*, generate): at most max_active_requests
+       run at once (0 = 4), taking turns on the runtime's thread pool; up to max_queued_requests
+       more wait in arrival order (0 = 64, negative = none wait); a call beyond them returns
+       CBL_BUSY at once ("runtime busy: ...": retry later, or answer HTTP 503). A call waiting
+       for its turn returns CBL_ABORTED when its session is cancelled. @since 0.1 */
+    int32_t max_active_requests;
+    int32_t max_queued_requests;
+    /* RAM for all sessions' working KV caches and compute scratch together (0 = half of the
+       machine's physical memory). A session whose cache (n_ctx tokens) or whose prefill would
+       pass it fails with CBL_NOMEM naming what it needed and what others hold, instead of
+       the process being killed for memory. @since 0.1 */
+    uint64_t session_memory_bytes;
     /* new fields are appended here only */
 } cbl_runtime_params;
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/src/admission.h"
 #include "capi/src/busy.h"
 #include "capi/src/convert.h"
 #include "capi/src/guard.h"
@@ -165,6 +166,7 @@ cbl_status cbl_x_session_prefill_prompt(cbl_session* session, const cbl_x_prompt
         if (!session) return invalid(cbl_fn, "session is required");
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         cbl_x_prompt p;
         if (cbl_status s = read_prompt(cbl_fn, prompt, &p)) return s;
         const cacheblend::blend_stats st = session->s->prefill_prompt(to_text(cbl_fn, p));
@@ -184,6 +186,7 @@ cbl_status cbl_x_session_precompute_prompt(cbl_session* session, const cbl_x_pro
         if (!session) return invalid(cbl_fn, "session is required");
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         cbl_x_prompt p;
         if (cbl_status s = read_prompt(cbl_fn, prompt, &p)) return s;
         const int64_t n = session->s->precompute_prompt(to_text(cbl_fn, p));

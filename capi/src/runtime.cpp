@@ -126,6 +126,15 @@ cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_
         rp.kv_budget_bytes = p.kv_budget_bytes;
         rp.n_threads = p.n_threads;
         rp.must_exist = p.must_exist;
+        if (p.max_active_requests < 0 || p.max_active_requests > 4096) {
+            return invalid(cbl_fn, "max_active_requests out of [0, 4096]");
+        }
+        if (p.max_queued_requests > 1000000) {
+            return invalid(cbl_fn, "max_queued_requests above 1000000");
+        }
+        rp.max_active_requests = p.max_active_requests;
+        rp.max_queued_requests = p.max_queued_requests;
+        rp.session_memory_bytes = p.session_memory_bytes;
         if (p.device) rp.device = p.device;
         auto h = std::make_unique<cbl_runtime>();
         h->rt = cacheblend::rag_runtime::open(rp);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/src/admission.h"
 #include "capi/src/busy.h"
 #include "capi/src/convert.h"
 #include "capi/src/guard.h"
@@ -34,6 +35,8 @@ cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model>
     // requests take turns, never oversubscribing the cores); a session that asks for another
     // thread count gets a pool of its own.
     if (rt && sp.n_threads == runtime_threads) sp.shared_compute = rt->shared_compute();
+    // Every session of a runtime, on its pool or not, counts against the runtime's memory.
+    if (rt) sp.memory = rt->session_memory();
     auto h = std::make_unique<cbl_session>();
     h->rt = std::move(rt);
     h->s = std::make_unique<cacheblend::rag_session>(std::move(m), std::move(kv), sp, bp);
@@ -123,6 +126,7 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
         }
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         cbl_ask_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_ask_params_init)) return s;
         if (p.k < 0 || p.k > 1000) return invalid(cbl_fn, "k out of [0, 1000]");
@@ -162,6 +166,7 @@ cbl_status cbl_session_prefill_chunks(cbl_session* session, const char* const* c
         }
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         std::vector<std::string> texts;
         texts.reserve(n_chunks);
         for (size_t i = 0; i < n_chunks; ++i) {
@@ -183,6 +188,7 @@ cbl_status cbl_session_prefill_text(cbl_session* session, const char* text, size
         if (!session || (!text && len > 0)) return invalid(cbl_fn, "session and text are required");
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         cbl_prompt_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_prompt_params_init)) return s;
         if (p.system && !p.chat) return invalid(cbl_fn, "system applies to chat prompts only");
@@ -200,6 +206,7 @@ cbl_status cbl_session_prefill_tokens(cbl_session* session, const int32_t* token
         }
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         const double ms = session->s->prefill_tokens(std::vector<cacheblend::token_id>(tokens, tokens + n));
         return prefill_done(cbl_fn, session, ms, out_stats);
     });
@@ -218,6 +225,7 @@ cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params*
         if (!session || !out_answer) return invalid(cbl_fn, "session and out_answer are required");
         busy_scope busy(session);
         if (!busy.ok()) return busy_error(cbl_fn);
+        const cacheblend::request_gate::pass turn = cacheblend::capi::admit(session);
         cbl_generate_params p;
         if (cbl_status s = read_params(cbl_fn, params, &p, cbl_generate_params_init)) return s;
         cacheblend::generation_params gp;

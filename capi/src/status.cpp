@@ -46,6 +46,7 @@ const char* cbl_status_str(cbl_status s) {
         case CBL_RANGE: return "out of range";
         case CBL_CATALOG: return "catalog error";
         case CBL_INTERNAL: return "internal error";
+        case CBL_BUSY: return "busy";
         default: return "unknown status";
     }
 }

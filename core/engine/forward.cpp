@@ -1,5 +1,6 @@
 #include "core/engine/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -23,6 +24,15 @@ forward_engine::forward_engine(const model& m, backend& be, const model_weights&
 }
 
 forward_engine::~forward_engine() = default;
+
+uint64_t forward_engine::scratch_bytes(const model_hparams& hp, int64_t max_rows) {
+    const uint64_t r = static_cast<uint64_t>(std::max<int64_t>(max_rows, 0));
+    // x, h (n_embd); q, attn (q_dim); k, v (kv_dim); gate, up (n_ff): f32 each.
+    const uint64_t per_row =
+        2 * static_cast<uint64_t>(hp.n_embd + hp.q_dim() + hp.kv_dim() + hp.n_ff);
+    return r * (per_row * sizeof(float) + 2 * sizeof(int32_t)) +
+           static_cast<uint64_t>(hp.n_vocab) * sizeof(float);
+}
 
 void forward_engine::alloc_scratch() {
     backend& be = be_;

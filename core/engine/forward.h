@@ -28,6 +28,10 @@ public:
     forward_engine(const model& m, backend& be, int32_t max_rows);
     ~forward_engine();
 
+    // What the scratch of an engine for max_rows rows allocates (alloc_scratch's buffers), so a
+    // session can reserve it against its runtime's memory budget before allocating.
+    static uint64_t scratch_bytes(const model_hparams& hp, int64_t max_rows);
+
     // Runs all layers for rows (tokens[i] at pos[i]); attention sees keys [0, n_keys) causally
     // by position. Writes K/V of these rows into `cache`. When logits != nullptr, writes the
     // n_vocab logits of the last row (host memory).

@@ -49,6 +49,10 @@ session::session(std::shared_ptr<const model> m, const session_params& p)
     } else {
         backend_ = open_backend(params_.device, params_.n_threads);
     }
+    if (params_.memory) {
+        memory_ = memory_budget::claim(params_.memory);
+        reserve_memory(forward_engine::scratch_bytes(hp, params_.n_batch), "a new session");
+    }
     weights_ = std::make_unique<backend_weights>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(*backend_, hp, params_.n_ctx);
     fwd_ = std::make_unique<forward_engine>(*model_, *backend_, weights_->get(), params_.n_batch);
@@ -65,11 +69,25 @@ forward_engine& session::engine(int64_t min_rows) {
             throw error(status::range, fmt("session: %lld rows exceed the context of %d",
                                            (long long)min_rows, params_.n_ctx));
         }
+        reserve_memory(forward_engine::scratch_bytes(model_->hparams(), min_rows),
+                       fmt("a prefill of %lld rows", (long long)min_rows).c_str());
         fwd_.reset();  // free the old scratch before the larger one is allocated
         fwd_ = std::make_unique<forward_engine>(*model_, *backend_, weights_->get(),
                                                 static_cast<int32_t>(min_rows));
     }
     return *fwd_;
+}
+
+uint64_t session::cache_bytes(const model_hparams& hp, int32_t n_ctx) {
+    return 2 * static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(n_ctx) *
+           static_cast<uint64_t>(hp.kv_dim()) * sizeof(uint16_t);
+}
+
+void session::reserve_memory(uint64_t engine_bytes, const char* what) {
+    if (!params_.memory) return;
+    const uint64_t cache = cache_bytes(model_->hparams(), params_.n_ctx);
+    memory_.resize(cache + engine_bytes,
+                   fmt("%s (KV cache of %d tokens and scratch)", what, params_.n_ctx).c_str());
 }
 
 void session::throw_if_cancelled() const {

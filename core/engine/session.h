@@ -13,6 +13,7 @@
 #include "core/engine/backend.h"
 #include "core/engine/forward.h"
 #include "core/engine/kv-cache.h"
+#include "core/engine/memory-budget.h"
 #include "core/engine/model-weights.h"
 #include "core/engine/sampler.h"
 #include "core/model/model.h"
@@ -28,6 +29,10 @@ struct session_params {
     // threads, instead of opening a backend of its own: a runtime's sessions take turns on one
     // thread pool (device and n_threads are then the shared backend's).
     std::shared_ptr<backend> shared_compute;
+    // When set, the session's working KV cache and its forward engine's scratch are reserved
+    // against this budget before they are allocated (a runtime's sessions share one); a session
+    // that would exceed it fails with status::nomem, at creation or when its engine grows.
+    std::shared_ptr<memory_budget> memory;
 };
 
 struct generation_params {
@@ -113,9 +118,17 @@ public:
     bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
     void throw_if_cancelled() const;
 
+    // Bytes of a working KV cache of n_ctx rows (K and V, f16, every layer).
+    static uint64_t cache_bytes(const model_hparams& hp, int32_t n_ctx);
+
 private:
+    // Sets the reservation to the cache plus an engine of engine_bytes; throws status::nomem.
+    void reserve_memory(uint64_t engine_bytes, const char* what);
+
     std::shared_ptr<const model> model_;
     session_params params_;
+    // The cache's and the engine's bytes on params_.memory (declared first: released last).
+    memory_budget::reservation memory_;
     std::unique_ptr<backend> backend_;
     std::unique_ptr<backend_weights> weights_;
     std::unique_ptr<kv_cache> cache_;

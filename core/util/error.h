@@ -23,6 +23,7 @@ enum class status : int32_t {
     range = 11,
     catalog = 12,
     internal = 13,
+    busy = 14,  // a runtime's request queue is full (runtime/request-gate.h)
     io_read = 5 | (1 << 8),
     io_write = 5 | (2 << 8),
 };

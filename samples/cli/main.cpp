@@ -88,6 +88,7 @@ const char* status_word(cbl_status s) {
         case CBL_RANGE: return "range";
         case CBL_CATALOG: return "catalog";
         case CBL_INTERNAL: return "internal";
+        case CBL_BUSY: return "busy";
         default: return "error";
     }
 }

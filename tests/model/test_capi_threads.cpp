@@ -15,42 +15,24 @@
 #include <vector>
 
 #include "cacheblend.h"
-#include "util/cli-runner.h"
+#include "util/fact-runtime.h"
 #include "util/test-util.h"
 
 namespace {
 
 constexpr int k_threads = 8;
 
-const char* k_facts[] = {
-    "The Amazon river flows through Brazil, Peru and Colombia.",
-    "Mount Kilimanjaro is a dormant volcano in Tanzania.",
-    "Sourdough bread is leavened by wild yeast and lactic acid bacteria.",
-    "The lighthouse of Alexandria was one of the seven wonders of the ancient world.",
-};
+using cbltest::k_facts;
 
 TEST(CapiThreads, EightThreadsShareOneRuntime) {
     CBL_REQUIRE_DEFAULT_MODEL(model);
-    char tmpl[] = "/tmp/cbl-capi-threads-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    ASSERT_NE(d, nullptr);
-    const std::string dir = d;
-
     cbl_runtime_params rp;
     cbl_runtime_params_init(&rp);
-    rp.model_path = model.c_str();
-    const std::string data = dir + "/data";
-    rp.data_dir = data.c_str();
     rp.n_threads = 1;
-    cbl_runtime* rt = nullptr;
-    ASSERT_EQ(cbl_runtime_open(&rp, &rt), CBL_OK) << cbl_last_error();
-    for (size_t i = 0; i < sizeof(k_facts) / sizeof(k_facts[0]); ++i) {
-        const std::string uri = "mem://fact" + std::to_string(i);
-        ASSERT_EQ(cbl_runtime_ingest_text(rt, uri.c_str(), k_facts[i], std::strlen(k_facts[i]),
-                                          nullptr, nullptr),
-                  CBL_OK)
-            << cbl_last_error();
-    }
+    cbltest::fact_runtime fr;
+    cbltest::open_fact_runtime(model, rp, &fr);
+    ASSERT_NE(fr.rt, nullptr);
+    cbl_runtime* rt = fr.rt;
     cbl_session_params sp;
     cbl_session_params_init(&sp);
     sp.n_ctx = 512;
@@ -161,10 +143,6 @@ TEST(CapiThreads, EightThreadsShareOneRuntime) {
     cbl_results_free(res);
 
     cbl_session_free(shared);
-    cbl_runtime_free(rt);
-    if (std::system(("rm -rf " + cbltest::shell_quote(dir)).c_str()) != 0) {
-        std::fprintf(stderr, "cleanup of %s failed\n", dir.c_str());
-    }
 }
 
 }  // namespace
@@ -189,25 +167,13 @@ int count_threads() {
 // another thread count gets a pool of its own.
 TEST(CapiThreads, SessionsShareTheRuntimesThreadPool) {
     CBL_REQUIRE_DEFAULT_MODEL(model);
-    char tmpl[] = "/tmp/cbl-capi-pool-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    ASSERT_NE(d, nullptr);
-    const std::string dir = d;
     cbl_runtime_params rp;
     cbl_runtime_params_init(&rp);
-    rp.model_path = model.c_str();
-    const std::string data = dir + "/data";
-    rp.data_dir = data.c_str();
     rp.n_threads = 2;
-    cbl_runtime* rt = nullptr;
-    ASSERT_EQ(cbl_runtime_open(&rp, &rt), CBL_OK) << cbl_last_error();
-    for (size_t i = 0; i < sizeof(k_facts) / sizeof(k_facts[0]); ++i) {
-        const std::string uri = "mem://fact" + std::to_string(i);
-        ASSERT_EQ(cbl_runtime_ingest_text(rt, uri.c_str(), k_facts[i], std::strlen(k_facts[i]),
-                                          nullptr, nullptr),
-                  CBL_OK)
-            << cbl_last_error();
-    }
+    cbltest::fact_runtime fr;
+    cbltest::open_fact_runtime(model, rp, &fr);
+    ASSERT_NE(fr.rt, nullptr);
+    cbl_runtime* rt = fr.rt;
     cbl_session_params sp;
     cbl_session_params_init(&sp);
     sp.n_ctx = 512;  // n_threads 0: the runtime's
@@ -253,8 +219,6 @@ TEST(CapiThreads, SessionsShareTheRuntimesThreadPool) {
     EXPECT_EQ(count_threads(), before + 2) << "a 3-thread session has its own two workers";
     cbl_session_free(separate);
     for (cbl_session* s : sessions) cbl_session_free(s);
-    cbl_runtime_free(rt);
-    std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace

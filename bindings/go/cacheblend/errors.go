@@ -32,6 +32,7 @@ const (
 	StatusRange       Status = C.CBL_RANGE       // an index or buffer size out of range
 	StatusCatalog     Status = C.CBL_CATALOG     // SQLite failure; its code is in the message
 	StatusInternal    Status = C.CBL_INTERNAL    // a library bug
+	StatusBusy        Status = C.CBL_BUSY        // the runtime's request queue is full: retry later
 
 	StatusIORead    Status = C.CBL_IO_READ    // StatusIO while reading
 	StatusIOWrite   Status = C.CBL_IO_WRITE   // StatusIO while writing

@@ -38,6 +38,7 @@ pub const CBL_ABORTED: cbl_status = 10;
 pub const CBL_RANGE: cbl_status = 11;
 pub const CBL_CATALOG: cbl_status = 12;
 pub const CBL_INTERNAL: cbl_status = 13;
+pub const CBL_BUSY: cbl_status = 14;
 pub const CBL_IO_READ: cbl_status = CBL_IO | (1 << 8);
 pub const CBL_IO_WRITE: cbl_status = CBL_IO | (2 << 8);
 pub const CBL_DEVICE_OOM: cbl_status = CBL_DEVICE | (1 << 8);

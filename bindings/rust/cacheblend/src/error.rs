@@ -40,6 +40,8 @@ impl Status {
     pub const CATALOG: Status = Status(sys::CBL_CATALOG);
     /// A library bug (`CBL_INTERNAL`).
     pub const INTERNAL: Status = Status(sys::CBL_INTERNAL);
+    /// The runtime's request queue is full: retry later (`CBL_BUSY`).
+    pub const BUSY: Status = Status(sys::CBL_BUSY);
     /// A read failed (`CBL_IO_READ`, extended `IO`).
     pub const IO_READ: Status = Status(sys::CBL_IO_READ);
     /// A write failed (`CBL_IO_WRITE`, extended `IO`).
@@ -68,6 +70,7 @@ impl Status {
             sys::CBL_RANGE => ErrorKind::Range,
             sys::CBL_CATALOG => ErrorKind::Catalog,
             sys::CBL_INTERNAL => ErrorKind::Internal,
+            sys::CBL_BUSY => ErrorKind::Busy,
             _ => ErrorKind::Other,
         }
     }
@@ -124,6 +127,8 @@ pub enum ErrorKind {
     Catalog,
     /// `CBL_INTERNAL`: a library bug.
     Internal,
+    /// `CBL_BUSY`: the runtime's request queue is full; retry later.
+    Busy,
     /// A code this binding does not know (a newer library).
     Other,
 }
