@@ -134,7 +134,7 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
 std::string journal_settings(const parsed_args& a, const eval_meta& meta,
                              const std::vector<run_spec>& runs) {
     static const std::set<std::string> not_results{"dataset", "limit",   "out",        "json",
-                                                   "resume",  "store",   "data",       "kv-budget",
+                                                   "resume",  "store",   "data",       "kv-budget", "kv-remote",
                                                    "model",   "modes",   "ratio",      "ratios",
                                                    "sweep",   "threads", "max-tokens", "kv-format",
                                                    "select"};
@@ -183,6 +183,7 @@ std::vector<flag_spec> eval_flags() {
         store_flag(),
         store_data_flag(),
         kv_budget_flag(),
+                kv_remote_flag(),
         {"threads", "N", "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
         {"max-tokens", "N", "maximum tokens per answer (default 32)"},
     };
