@@ -3,6 +3,7 @@
 // connection that saw any error is closed, never reused (hiredis leaves it unusable). After a
 // failure the server is skipped for retry_ms ("circuit breaker"), so a down or slow server costs
 // a request one timeout at most.
+#include <cerrno>
 #include <chrono>
 #include <mutex>
 
@@ -81,7 +82,7 @@ private:
     reply_ptr run(int argc, const char** argv, const size_t* lens, const char* what) {
         context_ptr ctx = acquire();
         void* raw = redisCommandArgv(ctx.get(), argc, argv, lens);
-        if (!raw) fail(fmt("%s: %s", what, ctx->errstr[0] ? ctx->errstr : "no reply"));
+        if (!raw) fail(fmt("%s: %s", what, io_error(ctx.get()).c_str()));
         reply_ptr r(static_cast<redisReply*>(raw));
         release(std::move(ctx));
         return r;
@@ -138,8 +139,15 @@ private:
     void command_ok(redisContext* c, int argc, const char** argv, const size_t* lens,
                     const char* what) {
         reply_ptr r(static_cast<redisReply*>(redisCommandArgv(c, argc, argv, lens)));
-        if (!r) fail(fmt("%s: %s", what, c->errstr[0] ? c->errstr : "no reply"));
+        if (!r) fail(fmt("%s: %s", what, io_error(c).c_str()));
         if (r->type == REDIS_REPLY_ERROR) fail_reply(r.get(), what);
+    }
+
+    // hiredis reports a read timeout as EAGAIN's text: say what it means.
+    std::string io_error(const redisContext* c) const {
+        if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return fmt("no reply within %d ms (timeout_ms)", c_.io_timeout_ms);
+        return c->errstr[0] ? c->errstr : "no reply";
     }
 
     [[noreturn]] void fail_reply(const redisReply* r, const char* what) {

@@ -6,6 +6,7 @@
 // another model, a wrong password, Redis down when the runtime opens. The CLI's --kv-remote.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -294,6 +295,29 @@ TEST_F(KvRemote, RedisDownAtOpenIsANoticeAndABadUrlAnError) {
         EXPECT_TRUE(contains(cbl_last_error(), "kv_remote")) << cbl_last_error();
         EXPECT_EQ(rt, nullptr);
     }
+}
+
+TEST_F(KvRemote, AFrozenRedisCostsOneTimeoutNotAHang) {
+    const std::string expect = reference_answer();
+    redis_server redis;
+    ASSERT_TRUE(redis.started()) << redis.error();
+    ASSERT_NE(machine("a", redis.url(), true), nullptr);
+    cbl_runtime* b = machine("b", redis.url() + "?timeout_ms=300", false);
+    ASSERT_NE(b, nullptr);
+    redis.freeze();  // the kernel still accepts connections; no reply ever comes
+    const auto t0 = std::chrono::steady_clock::now();
+    const asked r = ask(b);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    redis.thaw();
+    ASSERT_EQ(r.status, CBL_OK) << r.error;
+    EXPECT_EQ(r.text, expect);
+    EXPECT_EQ(r.stats.tokens_reused, 0);
+    EXPECT_TRUE(contains(r.notice, "kv remote:")) << r.notice;
+    // One 300 ms timeout, then the server is skipped for retry_ms: lookups, the write-back of
+    // three chunks and the ask's own work stay far below 3 chunks x several timeouts each.
+    EXPECT_LT(s, 30.0);
+    std::printf("ask with a frozen Redis: %.1f s; notice: %s\n", s, r.notice.c_str());
 }
 
 // ---- Redis killed in the middle of a request (C++: the kill lands between two layer reads) ----

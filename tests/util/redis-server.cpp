@@ -164,6 +164,14 @@ void redis_server::kill() {
     pid_ = -1;
 }
 
+void redis_server::freeze() {
+    if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void redis_server::thaw() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 std::string redis_server::url(const std::string& password) const {
     return "redis://" + (password.empty() ? std::string() : ":" + password + "@") + "127.0.0.1:" +
            std::to_string(port_) + "/0";

@@ -34,6 +34,9 @@ public:
     std::string url() const { return url(password_); }
     // SIGKILL now (as a crash or an OOM kill would); later calls see a closed port.
     void kill();
+    // SIGSTOP / SIGCONT: a server that accepts connections and never answers (a slow one).
+    void freeze();
+    void thaw();
 
     // Raw commands (AUTH with the server's password); each returns false on any failure.
     bool keys(const std::string& pattern, std::vector<std::string>* out) const;
