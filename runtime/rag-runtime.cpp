@@ -97,7 +97,7 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     rt->kv_budget_bytes_ = p.kv_budget_bytes ? p.kv_budget_bytes : k_default_kv_budget;
     rt->kv_ = kv_store::open(kp);
     rt->blend_kv_ = with_shared_tier(rt->kv_, p.kv_remote);
-    cp.kv = rt->kv_;  // removing a document here must not delete what other machines share
+    cp.kv = rt->kv_;     // removing a document here must not delete what other machines share
     cp.kv_owned = true;  // DIR/kv belongs to this data dir alone
     rt->docs_ = corpus::open(rt->dir_, std::move(cp));
     return rt;

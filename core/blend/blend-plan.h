@@ -66,9 +66,9 @@ struct blend_engine::layer_state {
 // Thrown inside one prefill attempt when a stored chunk turns out corrupt while streaming;
 // prefill() drops the chunk and runs the request again with it as a miss.
 struct blend_chunk_failure {
-    size_t chunk = 0;     // request index
-    bool remove = true;   // the stored value is bad (not a network failure of the shared tier)
-    std::string notice;   // what the request is told ("" for a local file found corrupt)
+    size_t chunk = 0;    // request index
+    bool remove = true;  // the stored value is bad (not a network failure of the shared tier)
+    std::string notice;  // what the request is told ("" for a local file found corrupt)
 };
 
 // Chunk keys with the tokens they hash: one request's (so a chunk's SHA-256 key is computed once

@@ -110,8 +110,8 @@ private:
     }
 
     context_ptr connect() {
-        context_ptr c(redisConnectWithTimeout(c_.host.c_str(), c_.port,
-                                              to_timeval(c_.connect_timeout_ms)));
+        context_ptr c(
+            redisConnectWithTimeout(c_.host.c_str(), c_.port, to_timeval(c_.connect_timeout_ms)));
         if (!c) fail("connect: out of memory");
         if (c->err) fail(std::string("connect: ") + c->errstr);
         if (redisSetTimeout(c.get(), to_timeval(c_.io_timeout_ms)) != REDIS_OK)

@@ -9,9 +9,10 @@ namespace cacheblend {
 namespace {
 
 [[noreturn]] void bad_url(const std::string& why) {
-    throw error(status::invalid_arg,
-                "kv_remote: " + why +
-                    " (expected redis://[user:password@]host:port/db, e.g. redis://127.0.0.1:6379/0)");
+    throw error(
+        status::invalid_arg,
+        "kv_remote: " + why +
+            " (expected redis://[user:password@]host:port/db, e.g. redis://127.0.0.1:6379/0)");
 }
 
 int parse_int(const std::string& s, int lo, int hi, const char* what) {
@@ -54,7 +55,8 @@ std::string kv_remote_config::describe() const {
 
 kv_remote_config parse_kv_remote_url(const std::string& url) {
     const std::string scheme = "redis://";
-    if (url.compare(0, scheme.size(), scheme) != 0) bad_url("the URL does not start with redis://");  // never echo it: a password
+    if (url.compare(0, scheme.size(), scheme) != 0)
+        bad_url("the URL does not start with redis://");  // never echo it: a password
     kv_remote_config c;
     std::string rest = url.substr(scheme.size());
     if (const size_t q = rest.find('?'); q != std::string::npos) {

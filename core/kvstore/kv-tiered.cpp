@@ -107,7 +107,10 @@ public:
     tiered_writer(std::unique_ptr<chunk_kv_writer> local, std::shared_ptr<kv_remote> remote,
                   std::shared_ptr<tiered_kv_store::counters> n, const chunk_key& key,
                   const chunk_kv_meta& meta, const std::vector<token_id>& tokens)
-        : local_(std::move(local)), remote_(std::move(remote)), n_(std::move(n)), key_(key),
+        : local_(std::move(local)),
+          remote_(std::move(remote)),
+          n_(std::move(n)),
+          key_(key),
           b_(meta, key, tokens) {}
 
     void put_layer(int32_t layer, const float* k, const float* v, int64_t ld) override {

@@ -42,8 +42,7 @@ public:
 
     std::unique_ptr<chunk_kv_reader> lookup(const chunk_key& key,
                                             const chunk_kv_meta& expect) override;
-    std::unique_ptr<chunk_kv_reader> lookup_noted(const chunk_key& key,
-                                                  const chunk_kv_meta& expect,
+    std::unique_ptr<chunk_kv_reader> lookup_noted(const chunk_key& key, const chunk_kv_meta& expect,
                                                   kv_lookup_info* info) override;
     std::unique_ptr<chunk_kv_writer> create(const chunk_key& key, const chunk_kv_meta& meta,
                                             const std::vector<token_id>& tokens) override;

@@ -62,10 +62,11 @@ flag_spec kv_budget_flag() {
 }
 
 flag_spec kv_remote_flag() {
-    return {"kv-remote", "URL",
-            "share chunk KV with other machines through Redis: redis://[user:password@]host:port/db "
-            "(default $CBL_KV_REMOTE); chunks missing here are read from it, computed ones written "
-            "to it; a server that is down only makes requests use local KV (a note says so)"};
+    return {
+        "kv-remote", "URL",
+        "share chunk KV with other machines through Redis: redis://[user:password@]host:port/db "
+        "(default $CBL_KV_REMOTE); chunks missing here are read from it, computed ones written "
+        "to it; a server that is down only makes requests use local KV (a note says so)"};
 }
 
 const char* kv_remote_of(const parsed_args& a) {

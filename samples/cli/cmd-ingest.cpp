@@ -33,7 +33,7 @@ const command_spec& spec() {
             data_flag(),
             model_flag(),
             kv_budget_flag(),
-                kv_remote_flag(),
+            kv_remote_flag(),
             {"chunk-tokens", "N", "chunk budget in model tokens (default 512)"},
             {"collection", "C", "collection name stored with the documents"},
             {"precompute", "", "compute and store each chunk's KV now"},

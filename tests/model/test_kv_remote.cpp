@@ -30,15 +30,18 @@ using cbltest::redis_server;
 using cbltest::shell_quote;
 
 const char* k_docs[][2] = {
-    {"mem://amazon", "The Amazon river flows through Brazil, Peru and Colombia. It carries more "
-                     "water than any other river on Earth, and its basin covers about seven "
-                     "million square kilometres of rainforest."},
-    {"mem://kilimanjaro", "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, "
-                          "Uhuru, rises 5,895 metres above sea level and was first climbed in "
-                          "1889 by Hans Meyer and Ludwig Purtscheller."},
-    {"mem://sourdough", "Sourdough bread is leavened by a culture of wild yeast and lactic acid "
-                        "bacteria. The dough rises slowly, which gives the bread its sour taste "
-                        "and a crust that keeps for days."},
+    {"mem://amazon",
+     "The Amazon river flows through Brazil, Peru and Colombia. It carries more "
+     "water than any other river on Earth, and its basin covers about seven "
+     "million square kilometres of rainforest."},
+    {"mem://kilimanjaro",
+     "Mount Kilimanjaro is a dormant volcano in Tanzania. Its highest peak, "
+     "Uhuru, rises 5,895 metres above sea level and was first climbed in "
+     "1889 by Hans Meyer and Ludwig Purtscheller."},
+    {"mem://sourdough",
+     "Sourdough bread is leavened by a culture of wild yeast and lactic acid "
+     "bacteria. The dough rises slowly, which gives the bread its sour taste "
+     "and a crust that keeps for days."},
 };
 const char k_question[] = "Who first climbed Mount Kilimanjaro, and in which year?";
 
@@ -86,7 +89,8 @@ protected:
             cbl_ingest_params ip;
             cbl_ingest_params_init(&ip);
             ip.precompute_kv = precompute;
-            EXPECT_EQ(cbl_runtime_ingest_text(rt, doc[0], doc[1], std::strlen(doc[1]), &ip, nullptr),
+            EXPECT_EQ(cbl_runtime_ingest_text(rt, doc[0], doc[1], std::strlen(doc[1]), &ip,
+                                              nullptr),
                       CBL_OK)
                 << cbl_last_error();
         }
@@ -307,8 +311,7 @@ TEST_F(KvRemote, AFrozenRedisCostsOneTimeoutNotAHang) {
     redis.freeze();  // the kernel still accepts connections; no reply ever comes
     const auto t0 = std::chrono::steady_clock::now();
     const asked r = ask(b);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     redis.thaw();
     ASSERT_EQ(r.status, CBL_OK) << r.error;
     EXPECT_EQ(r.text, expect);
@@ -359,17 +362,20 @@ TEST_F(KvRemote, RedisKilledMidRequestRecomputesWithTheSameLogits) {
     session s(m, sp);
     const tokenizer& t = m->vocab();
     blend_request req;
-    req.preamble = t.encode("<|im_start|>system\nAnswer from the passages.<|im_end|>\n"
-                            "<|im_start|>user\n", false, true);
+    req.preamble = t.encode(
+        "<|im_start|>system\nAnswer from the passages.<|im_end|>\n"
+        "<|im_start|>user\n",
+        false, true);
     for (const auto& d : k_docs) req.chunks.push_back(t.encode(d[1], false, false));
-    req.question = t.encode(std::string(k_question) + "<|im_end|>\n<|im_start|>assistant\n",
-                            false, true);
+    req.question =
+        t.encode(std::string(k_question) + "<|im_end|>\n<|im_start|>assistant\n", false, true);
     auto local = [&](const char* name) {
         kv_store_params kp;
         kp.dir = dir_ + "/" + name;
         return kv_store::open(kp);
     };
-    kv_remote_config cfg = parse_kv_remote_url(redis.url() + "?timeout_ms=500&connect_timeout_ms=200");
+    kv_remote_config cfg =
+        parse_kv_remote_url(redis.url() + "?timeout_ms=500&connect_timeout_ms=200");
     blend_params bp;
     bp.write_back = false;
 

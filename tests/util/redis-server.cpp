@@ -60,7 +60,8 @@ redisReply* command(int port, const std::string& password, const std::vector<std
         return nullptr;
     }
     if (!password.empty()) {
-        auto* r = static_cast<redisReply*>(redisCommand(c, "AUTH %b", password.data(), password.size()));
+        auto* r =
+            static_cast<redisReply*>(redisCommand(c, "AUTH %b", password.data(), password.size()));
         const bool ok = r && r->type == REDIS_REPLY_STATUS;
         if (r) freeReplyObject(r);
         if (!ok) {
@@ -111,12 +112,23 @@ bool redis_server::start_on(int port) {
         error_ = "redis-server not found on PATH";
         return false;
     }
-    std::vector<std::string> args = {bin,          "--port",       std::to_string(port),
-                                     "--bind",     "127.0.0.1",    "--dir",
-                                     dir_,         "--save",       "",
-                                     "--appendonly", "no",         "--daemonize",
-                                     "no",         "--loglevel",   "warning",
-                                     "--logfile",  dir_ + "/redis.log"};
+    std::vector<std::string> args = {bin,
+                                     "--port",
+                                     std::to_string(port),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--dir",
+                                     dir_,
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--daemonize",
+                                     "no",
+                                     "--loglevel",
+                                     "warning",
+                                     "--logfile",
+                                     dir_ + "/redis.log"};
     if (!password_.empty()) {
         args.push_back("--requirepass");
         args.push_back(password_);
@@ -153,7 +165,8 @@ redis_server::~redis_server() {
     kill();
     if (!dir_.empty()) {
         const std::string cmd = "rm -rf '" + dir_ + "'";
-        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "cleanup of %s failed\n", dir_.c_str());
+        if (std::system(cmd.c_str()) != 0)
+            std::fprintf(stderr, "cleanup of %s failed\n", dir_.c_str());
     }
 }
 
@@ -173,8 +186,8 @@ void redis_server::thaw() {
 }
 
 std::string redis_server::url(const std::string& password) const {
-    return "redis://" + (password.empty() ? std::string() : ":" + password + "@") + "127.0.0.1:" +
-           std::to_string(port_) + "/0";
+    return "redis://" + (password.empty() ? std::string() : ":" + password + "@") +
+           "127.0.0.1:" + std::to_string(port_) + "/0";
 }
 
 #if CBL_HAVE_HIREDIS

@@ -55,7 +55,7 @@ private:
 
 // Skips the test when redis-server is not installed, unless CBL_REQUIRE_MODEL=1 (the project's
 // test command installs it), in which case the test fails.
-#define CBL_REQUIRE_REDIS_SERVER()                                                             \
+#define CBL_REQUIRE_REDIS_SERVER()                                                            \
     if (cbltest::redis_server_path().empty()) {                                               \
         const char* req = std::getenv("CBL_REQUIRE_MODEL");                                   \
         if (req && std::string(req) == "1")                                                   \
