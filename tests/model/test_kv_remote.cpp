@@ -22,6 +22,7 @@
 #include "util/cli-runner.h"
 #include "util/json.h"
 #include "util/redis-server.h"
+#include "util/scoped-env.h"
 #include "util/test-util.h"
 
 namespace {
@@ -167,6 +168,13 @@ TEST_F(KvRemote, MachineBReusesMachineAChunksFromRedisWithTheSameAnswer) {
     EXPECT_EQ(on_b.notice, on_a.notice);
     std::printf("TTFT: A warm local %.1f ms, B first ask from Redis %.1f ms\n", on_a.stats.ttft_ms,
                 on_b.stats.ttft_ms);
+
+    // The same through $CBL_KV_REMOTE (cbl_runtime_params.kv_remote left NULL).
+    cbltest::scoped_env env("CBL_KV_REMOTE", redis.url().c_str());
+    const asked on_c = ask(machine("c", "", false));
+    ASSERT_EQ(on_c.status, CBL_OK) << on_c.error;
+    EXPECT_EQ(on_c.stats.tokens_remote, on_b.stats.tokens_remote);
+    EXPECT_EQ(on_c.text, on_a.text);
 }
 
 TEST_F(KvRemote, GarbageValuesAreMissesAndTheAnswerIsRecomputed) {
