@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/kvstore/kv-tiered.h"
 #include "core/prompt/rag-prompt.h"
 #include "core/util/error.h"
 #include "core/util/file-io.h"
@@ -102,7 +103,8 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     kp.budget_bytes = p.kv_budget_bytes;
     rt->kv_budget_bytes_ = p.kv_budget_bytes ? p.kv_budget_bytes : k_default_kv_budget;
     rt->kv_ = kv_store::open(kp);
-    cp.kv = rt->kv_;
+    rt->blend_kv_ = with_shared_tier(rt->kv_, p.kv_remote);
+    cp.kv = rt->kv_;     // removing a document here must not delete what other machines share
     cp.kv_owned = true;  // DIR/kv belongs to this data dir alone
     rt->docs_ = corpus::open(rt->dir_, std::move(cp));
     return rt;
@@ -169,7 +171,8 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
                 sp.shared_compute = shared_compute();
                 sp.memory = memory_;
                 precompute_session_ = std::make_unique<session>(llm_, sp);
-                precompute_engine_ = std::make_unique<blend_engine>(*precompute_session_, kv_);
+                precompute_engine_ =
+                    std::make_unique<blend_engine>(*precompute_session_, blend_kv_);
             }
             const blend_request req = build_blend_request(*llm_, default_rag_prompt({ch.text}, "?"));
             precompute_engine_->precompute_chunk(req.preamble, req.chunks[0]);

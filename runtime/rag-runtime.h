@@ -37,6 +37,9 @@ struct rag_runtime_params {
     // Read-only front ends (search, listing): fail with status::io when data_dir holds no
     // catalog, instead of creating an empty data directory under a mistyped name.
     bool must_exist = false;
+    // The shared chunk-KV tier: "redis://[user:password@]host:port/db" (core/kvstore/kv-remote.h);
+    // empty: $CBL_KV_REMOTE, else none.
+    std::string kv_remote;
     // Admission (runtime/request-gate.h): requests running at once (0: 4) and waiting for a
     // turn beyond them (0: 64, negative: none wait); one more is refused with status::busy.
     int32_t max_active_requests = 0;
@@ -101,6 +104,9 @@ public:
 
     const std::shared_ptr<const model>& llm() const { return llm_; }
     const std::shared_ptr<kv_store>& kv() const { return kv_; }
+    // The store requests and precompute use: kv() alone, or kv() then the shared tier
+    // (core/kvstore/kv-tiered.h) when kv_remote is set. Removal, checks and stats use kv().
+    const std::shared_ptr<kv_store>& blend_kv() const { return blend_kv_; }
     corpus& docs() { return *docs_; }
     int32_t n_threads() const { return n_threads_; }
     const std::string& device() const { return device_; }
@@ -147,6 +153,7 @@ private:
     std::string dir_;
     std::shared_ptr<const model> llm_;
     std::shared_ptr<kv_store> kv_;
+    std::shared_ptr<kv_store> blend_kv_;
     std::unique_ptr<corpus> docs_;
     std::string notice_;
     int32_t n_threads_ = 0;

@@ -12,6 +12,7 @@ pkgs=(
   libpoppler-cpp-dev                 # PDF text (retrieval/extract/pdf.cpp; optional at build time)
   libzip-dev libxml2-dev             # DOCX/ODT (zip + XML), HTML (libxml2's HTML parser)
   libmagic-dev                       # content sniffing: extensionless text files, binaries refused
+  libhiredis-dev redis-server        # shared chunk KV on Redis (optional at build time; tests start a server)
   libgtest-dev libgmock-dev          # ctest suite
   libbenchmark-dev                   # microbenchmarks
   python3 python3-pip python3-venv   # model fetch, peer scripts

@@ -221,6 +221,13 @@ typedef struct cbl_runtime_params {
                                    directory at ..." when data_dir holds no catalog.db, and
                                    nothing is created (for read-only front ends, where a
                                    mistyped path must not become an empty corpus). @since 0.1 */
+    const char *kv_remote;      /* NULL = $CBL_KV_REMOTE, else none: a shared chunk-KV tier,
+                                   "redis://[user:password@]host:port/db". Chunks missing here are
+                                   read from it, chunks computed here are written to it; a server
+                                   that is down, slow or refuses us only makes requests use local
+                                   KV or recompute (cbl_stats.notice says so). A malformed URL is
+                                   CBL_INVALID_ARG; a build without Redis, CBL_UNSUPPORTED.
+                                   README, "Serving many users". @since 0.1 */
     /* Admission of the sessions' calls (ask, prefill_*, generate): at most max_active_requests
        run at once (0 = 4), taking turns on the runtime's thread pool; up to max_queued_requests
        more wait in arrival order (0 = 64, negative = none wait); a call beyond them returns
@@ -492,6 +499,8 @@ typedef struct cbl_kvstore_params {
     size_t struct_size;        /* set by cbl_kvstore_params_init() */
     uint64_t budget_bytes;     /* 0 = 8 GiB */
     bool direct_io;            /* read with O_DIRECT (bypass the page cache) */
+    const char *kv_remote;     /* NULL = $CBL_KV_REMOTE, else none: the shared tier behind this
+                                  store, as cbl_runtime_params.kv_remote. @since 0.1 */
     /* new fields are appended here only */
 } cbl_kvstore_params;
 
@@ -643,6 +652,8 @@ typedef struct cbl_stats {
     const char *notice;       /* what ran differently, e.g. "no cached chunks: computed in full"
                                  ("" if nothing); valid until cbl_answer_free, or for
                                  cbl_session_prefill_chunks until the next call on the session */
+    int64_t tokens_remote;    /* of tokens_reused: read from the shared tier (kv_remote) */
+    uint64_t bytes_remote;    /* of bytes_loaded: read from the shared tier */
 } cbl_stats;
 
 static inline void cbl_stats_init(cbl_stats *s) {

@@ -179,6 +179,8 @@ cbl_stats to_stats(const blend_stats& b, const generation_result* g, const std::
     s.bytes_loaded = b.bytes_loaded;
     s.chunks_hit = b.chunks_hit;
     s.chunks_missed = b.chunks_missed;
+    s.tokens_remote = b.tokens_remote;
+    s.bytes_remote = b.bytes_remote;
     if (g) {
         s.decode_tokens_per_s = g->stats.decode_tokens_per_s;
         s.generated_tokens = g->stats.generated_tokens;

@@ -10,6 +10,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/params.h"
+#include "core/kvstore/kv-tiered.h"
 #include "core/util/error.h"
 #include "core/util/file-io.h"
 
@@ -126,6 +127,7 @@ cbl_status cbl_runtime_open(const cbl_runtime_params* params, cbl_runtime** out_
         rp.kv_budget_bytes = p.kv_budget_bytes;
         rp.n_threads = p.n_threads;
         rp.must_exist = p.must_exist;
+        if (p.kv_remote) rp.kv_remote = p.kv_remote;
         if (p.max_active_requests < 0 || p.max_active_requests > 4096) {
             return invalid(cbl_fn, "max_active_requests out of [0, 4096]");
         }
@@ -412,7 +414,8 @@ cbl_status cbl_kvstore_open(const char* dir, const cbl_kvstore_params* params,
         kp.budget_bytes = p.budget_bytes;
         kp.direct_io = p.direct_io;
         auto h = std::make_unique<cbl_kvstore>();
-        h->kv = cacheblend::kv_store::open(kp);
+        h->kv = cacheblend::with_shared_tier(cacheblend::kv_store::open(kp),
+                                             p.kv_remote ? p.kv_remote : "");
         *out_store = h.release();
         return CBL_OK;
     });

@@ -84,8 +84,8 @@ cbl_status cbl_session_create(cbl_runtime* runtime, const cbl_session_params* pa
             return invalid(cbl_fn, "runtime and out_session are required");
         }
         const auto& rt = runtime->rt;
-        return make_session(cbl_fn, rt->llm(), rt->kv(), rt->n_threads(), rt->device(), rt, params,
-                            out_session);
+        return make_session(cbl_fn, rt->llm(), rt->blend_kv(), rt->n_threads(), rt->device(), rt,
+                            params, out_session);
     });
 }
 

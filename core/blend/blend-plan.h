@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/blend/blend-select.h"
@@ -65,7 +66,9 @@ struct blend_engine::layer_state {
 // Thrown inside one prefill attempt when a stored chunk turns out corrupt while streaming;
 // prefill() drops the chunk and runs the request again with it as a miss.
 struct blend_chunk_failure {
-    size_t chunk;  // request index
+    size_t chunk = 0;    // request index
+    bool remove = true;  // the stored value is bad (not a network failure of the shared tier)
+    std::string notice;  // what the request is told ("" for a local file found corrupt)
 };
 
 // Chunk keys with the tokens they hash: one request's (so a chunk's SHA-256 key is computed once
@@ -98,6 +101,7 @@ struct blend_engine::impl {
     std::unique_ptr<kv_cache> pre_cache;
     std::vector<float> logits;
     std::vector<size_t> pending;  // request chunks that missed, to write back
+    std::vector<std::string> notices;  // this request's shared-tier notices (once each)
     key_memo request, other;      // chunk keys (see key_memo)
     // Rates measured on earlier requests, for ratio=auto (EMA).
     double load_bytes_per_ms = 0, row_layer_ms = 0;

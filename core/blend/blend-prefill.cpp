@@ -97,7 +97,10 @@ void blend_engine::plan_and_lookup(const blend_request& req, const std::vector<b
         const auto& ch = req.chunks[c];
         std::unique_ptr<chunk_kv_reader> r;
         if (!forced_miss[c]) {
-            r = store_->lookup(request_key(c), meta_of(static_cast<int32_t>(ch.size())));
+            kv_lookup_info info;
+            r = store_->lookup_noted(request_key(c), meta_of(static_cast<int32_t>(ch.size())),
+                                     &info);
+            add_notice(info.notice);
         }
         if (!r) {
             ++st->chunks_missed;
@@ -276,6 +279,14 @@ void blend_engine::record_stats(const plan& P, const layer_state& L, const layer
     st->tokens_recomputed = static_cast<int64_t>(L.active.size());
     st->recomputed_rows = L.active;
     st->bytes_loaded = loader.bytes();
+    for (const auto& r : P.readers) {
+        if (!r->is_remote()) continue;
+        st->tokens_remote += r->meta().n_tokens;
+        st->bytes_remote += r->bytes_read();
+    }
+    for (const std::string& n : impl_->notices) {
+        st->fallback_reason = st->fallback_reason.empty() ? n : st->fallback_reason + "; " + n;
+    }
     st->load_ms = loader.busy_ms() + P.lookup_ms;
     st->load_wait_ms = L.wait_ms;
     st->select_ms = L.select_ms;
@@ -311,10 +322,18 @@ std::pair<const float*, const uint16_t*> acquire_layer(
     try {
         return loader.acquire(l, wait_ms);
     } catch (const error& e) {
-        if (e.code() != status::corrupt && e.code() != status::format) throw;
         const auto* bad = loader.failed_reader();
+        const bool damaged = e.code() == status::corrupt || e.code() == status::format;
+        // The shared tier down or slow mid-stream: recompute the chunk, keep its value.
+        const bool network = !damaged && bad && bad->is_remote();
+        if (!damaged && !network) throw;
         for (size_t h = 0; h < hit_readers.size(); ++h) {
-            if (hit_readers[h] == bad) throw blend_chunk_failure{hit_chunks[h]};
+            if (hit_readers[h] != bad) continue;
+            blend_chunk_failure f;
+            f.chunk = hit_chunks[h];
+            f.remove = damaged;
+            if (bad->is_remote()) f.notice = std::string(e.what()) + ": recomputed";
+            throw f;
         }
         throw;
     }

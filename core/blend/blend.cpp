@@ -1,5 +1,6 @@
 #include "core/blend/blend.h"
 
+#include <algorithm>
 #include <optional>
 
 // calibration.h (via file-io.h's struct aligned_free) before kernels/memory.h's function of that
@@ -209,16 +210,25 @@ bool blend_engine::precompute_chunk(const std::vector<token_id>& preamble,
 
 const std::vector<float>& blend_engine::prefill(const blend_request& req, blend_stats* out) {
     remember_request(req);  // once per request: a retry reuses the keys
+    impl_->notices.clear();
     std::vector<bool> forced_miss(req.chunks.size(), false);
     for (;;) {
         try {
             return prefill_once(req, forced_miss, out);
         } catch (const blend_chunk_failure& f) {
-            // A corrupt file is a miss: drop it and run the request again without it.
-            store_->remove(request_key(f.chunk));
+            // A corrupt file is a miss: drop it and run the request again without it. A chunk
+            // the shared tier failed to deliver is recomputed and its value kept.
+            if (f.remove) store_->remove(request_key(f.chunk));
+            add_notice(f.notice);
             forced_miss[f.chunk] = true;
         }
     }
+}
+
+void blend_engine::add_notice(const std::string& n) {
+    if (n.empty()) return;
+    auto& v = impl_->notices;
+    if (std::find(v.begin(), v.end(), n) == v.end()) v.push_back(n);
 }
 
 void blend_engine::write_back_misses() {

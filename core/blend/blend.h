@@ -64,7 +64,12 @@ struct blend_stats {
     int64_t tokens_total = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_missed = 0;
     uint64_t bytes_loaded = 0;
     int32_t chunks_hit = 0, chunks_missed = 0;
-    std::string fallback_reason;  // why a request ran as full, when it did
+    // Of tokens_reused / bytes_loaded: what came from the shared tier (core/kvstore/kv-tiered.h).
+    int64_t tokens_remote = 0;
+    uint64_t bytes_remote = 0;
+    // Why a request ran as full, when it did, and what the shared KV tier did not give
+    // ("; "-joined).
+    std::string fallback_reason;
     std::vector<int32_t> recomputed_rows;  // prompt rows computed in the last layer (ascending)
 };
 
@@ -111,6 +116,7 @@ private:
     const std::vector<float>& prefill_once(const blend_request& req,
                                            const std::vector<bool>& forced_miss, blend_stats* out);
     void remember_request(const blend_request& req);
+    void add_notice(const std::string& n);  // once per request (core/kvstore/kv-tiered.h)
     const chunk_key& request_key(size_t chunk) const;
     void plan_and_lookup(const blend_request& req, const std::vector<bool>& forced_miss, plan* P,
                          blend_stats* st);

@@ -128,6 +128,12 @@ public:
     void write(file_io& io, int fd, const std::string& path);
     const kv_file::layout& file_layout() const { return layout_; }
     const chunk_kv_meta& meta() const { return hdr_.meta; }
+    // The header as write() puts it (checksums of the layers put so far) and layer l's payload
+    // (layer_bytes): the shared tier stores these as separate values (core/kvstore/kv-tiered.h).
+    std::vector<uint8_t> encoded_header() const { return encode_header(hdr_); }
+    const uint8_t* layer_payload(int32_t l) const {
+        return buf_.get() + hdr_.layers[static_cast<size_t>(l)].offset;
+    }
 
 private:
     header hdr_;

@@ -54,6 +54,9 @@ public:
     // ld elements. K is f32 so that the exact format loses nothing on the way to relocation.
     virtual void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) = 0;
     virtual uint64_t bytes_read() const = 0;
+    // True for a chunk streamed from the shared tier (core/kvstore/kv-tiered.h): its read errors
+    // are the network's, so the request recomputes the chunk instead of failing.
+    virtual bool is_remote() const { return false; }
 };
 
 // Collects a chunk's layers (any order) and publishes the file atomically on commit().
@@ -96,6 +99,11 @@ struct kv_store_stats {
     uint64_t foreign_removed = 0;  // valid files of another model/format/shape or a newer version
 };
 
+// What a lookup found beyond the reader (kv_store::lookup_noted).
+struct kv_lookup_info {
+    std::string notice;  // why the shared tier was not used or its value not trusted ("" if so)
+};
+
 class kv_store {
 public:
     static std::shared_ptr<kv_store> open(const kv_store_params& p);
@@ -106,6 +114,14 @@ public:
     // layers (read_layer does, as they stream). Files are 0600 in 0700 folders.
     virtual std::unique_ptr<chunk_kv_reader> lookup(const chunk_key& key,
                                                      const chunk_kv_meta& expect) = 0;
+    // The same, telling the request why a tier was skipped (a store with one tier has nothing
+    // to tell). A request's path asks this one; info may be nullptr.
+    virtual std::unique_ptr<chunk_kv_reader> lookup_noted(const chunk_key& key,
+                                                          const chunk_kv_meta& expect,
+                                                          kv_lookup_info* info) {
+        (void)info;
+        return lookup(key, expect);
+    }
     virtual std::unique_ptr<chunk_kv_writer> create(const chunk_key& key, const chunk_kv_meta& meta,
                                                     const std::vector<token_id>& tokens) = 0;
     virtual bool contains(const chunk_key& key) = 0;  // a file is present (not verified)

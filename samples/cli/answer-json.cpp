@@ -39,6 +39,8 @@ void write_blend_stats(json_writer& w, const cbl_stats& s) {
     w.field("tokens_recomputed", s.tokens_recomputed);
     w.field("tokens_missed", s.tokens_missed);
     w.field("bytes_loaded", s.bytes_loaded);
+    w.field("tokens_remote", s.tokens_remote);
+    w.field("bytes_remote", s.bytes_remote);
     w.field("decode_tokens_per_s", s.decode_tokens_per_s);
     w.field("prefill_ms", s.prefill_ms);
     w.field("load_wait_ms", s.load_wait_ms);

@@ -61,6 +61,22 @@ flag_spec kv_budget_flag() {
             "are evicted past it"};
 }
 
+flag_spec kv_remote_flag() {
+    return {
+        "kv-remote", "URL",
+        "share chunk KV with other machines through Redis: redis://[user:password@]host:port/db "
+        "(default $CBL_KV_REMOTE); chunks missing here are read from it, computed ones written "
+        "to it; a server that is down only makes requests use local KV (a note says so)"};
+}
+
+const char* kv_remote_of(const parsed_args& a) {
+    // Into `a`'s own storage (get() returns a copy, which would dangle).
+    const auto it = a.all().find("kv-remote");
+    if (it == a.all().end() || it->second.empty()) return nullptr;
+    if (it->second.back().empty()) throw usage_error("--kv-remote: empty URL");
+    return it->second.back().c_str();
+}
+
 namespace {
 
 uint64_t parse_size(const std::string& flag, const std::string& text) {
@@ -227,6 +243,7 @@ kvstore_ptr open_store(const parsed_args& a, std::string* dir) {
     cbl_kvstore_params_init(&kp);
     kp.direct_io = a.has("direct-io");
     kp.budget_bytes = parse_kv_budget(a);
+    kp.kv_remote = kv_remote_of(a);
     cbl_kvstore* kv = nullptr;
     check(cbl_kvstore_open(dir->c_str(), &kp, &kv));
     return kvstore_ptr(kv);

@@ -31,6 +31,10 @@ flag_spec store_flag();
 flag_spec store_data_flag();
 // --kv-budget SIZE: the store's byte budget (a number with an optional K, M, G or T suffix).
 flag_spec kv_budget_flag();
+// --kv-remote URL: the shared chunk-KV tier (redis://[user:password@]host:port/db); absent: the
+// library reads $CBL_KV_REMOTE. kv_remote_of gives the flag's text or NULL (it lives in `a`).
+flag_spec kv_remote_flag();
+const char* kv_remote_of(const parsed_args& a);
 // The --kv-budget value in bytes; 0 (the library default) when the flag is absent.
 uint64_t parse_kv_budget(const parsed_args& a);
 // --direct-io: read stored KV with O_DIRECT (bypasses the page cache: cold-read timings).

@@ -33,6 +33,7 @@ const command_spec& spec() {
                 data_flag(),
                 model_flag(),
                 kv_budget_flag(),
+                kv_remote_flag(),
                 {"k", "K", "number of chunks to retrieve (default 4)"},
                 mode_flag(),
                 ratio_flag(),
@@ -153,6 +154,11 @@ void write_human(const cbl_answer* answer, const cbl_stats& st, bool compare_ful
                  static_cast<long long>(st.tokens_missed),
                  static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0), st.chunks_used,
                  st.chunks_dropped, st.decode_tokens_per_s, stop_name(st.stop_reason));
+    if (st.tokens_remote > 0) {
+        std::fprintf(stderr, "shared KV: %lld tokens, %.2f MiB from kv-remote\n",
+                     static_cast<long long>(st.tokens_remote),
+                     static_cast<double>(st.bytes_remote) / (1024.0 * 1024.0));
+    }
     if (st.notice && *st.notice) std::fprintf(stderr, "note: %s\n", st.notice);
     if (compare_full) {
         std::fprintf(stderr, "full mode TTFT %.1f ms: %s TTFT is %.2fx faster\n", st.full_ttft_ms,
@@ -221,6 +227,7 @@ int run_ask(const std::vector<std::string>& args) {
     const std::string device = a.get_or("device", "");
     if (!device.empty()) rp.device = device.c_str();
     rp.kv_budget_bytes = parse_kv_budget(a);
+    rp.kv_remote = kv_remote_of(a);
     const runtime_ptr rt = open_existing_runtime(&rp);
     cbl_model* m_raw = nullptr;
     check(cbl_runtime_model(rt.get(), &m_raw));

@@ -45,6 +45,7 @@ const command_spec& spec() {
                 store_flag(),
                 store_data_flag(),
                 kv_budget_flag(),
+                kv_remote_flag(),
                 direct_io_flag(),
                 {"warm", "", "precompute missing chunks before the timed request"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
@@ -108,6 +109,11 @@ void print_stats(const cbl_answer* answer, const cbl_model* model, const cbl_sta
                  static_cast<long long>(st.tokens_missed),
                  static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0), st.decode_tokens_per_s,
                  stop_name(st.stop_reason));
+    if (st.tokens_remote > 0) {
+        std::fprintf(stderr, "shared KV: %lld tokens, %.2f MiB from kv-remote\n",
+                     static_cast<long long>(st.tokens_remote),
+                     static_cast<double>(st.bytes_remote) / (1024.0 * 1024.0));
+    }
     if (st.notice && *st.notice) std::fprintf(stderr, "note: %s\n", st.notice);
     const size_t n_top = cbl_answer_n_top_logprobs(answer);
     if (n_top > 0) std::fprintf(stderr, "first-token top logprobs:\n");

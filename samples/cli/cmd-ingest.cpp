@@ -33,6 +33,7 @@ const command_spec& spec() {
             data_flag(),
             model_flag(),
             kv_budget_flag(),
+            kv_remote_flag(),
             {"chunk-tokens", "N", "chunk budget in model tokens (default 512)"},
             {"collection", "C", "collection name stored with the documents"},
             {"precompute", "", "compute and store each chunk's KV now"},
@@ -199,6 +200,7 @@ int run_ingest(const std::vector<std::string>& args) {
     const std::string device = a.get_or("device", "");
     if (!device.empty()) rp.device = device.c_str();
     rp.kv_budget_bytes = parse_kv_budget(a);
+    rp.kv_remote = kv_remote_of(a);
     cbl_runtime* rt_raw = nullptr;
     check(cbl_runtime_open(&rp, &rt_raw));
     const runtime_ptr rt(rt_raw);

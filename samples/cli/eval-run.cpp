@@ -133,11 +133,10 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
 // another --out; flags that change results appear resolved (model file, runs) or verbatim.
 std::string journal_settings(const parsed_args& a, const eval_meta& meta,
                              const std::vector<run_spec>& runs) {
-    static const std::set<std::string> not_results{"dataset", "limit",   "out",        "json",
-                                                   "resume",  "store",   "data",       "kv-budget",
-                                                   "model",   "modes",   "ratio",      "ratios",
-                                                   "sweep",   "threads", "max-tokens", "kv-format",
-                                                   "select"};
+    static const std::set<std::string> not_results{
+        "dataset", "limit",   "out",        "json",      "resume",    "store",  "data",
+        "kv-budget", "kv-remote", "model",  "modes",     "ratio",     "ratios", "sweep",
+        "threads", "max-tokens", "kv-format", "select"};
     std::ostringstream os;
     json_writer w(os);
     w.begin_object();
@@ -183,6 +182,7 @@ std::vector<flag_spec> eval_flags() {
         store_flag(),
         store_data_flag(),
         kv_budget_flag(),
+        kv_remote_flag(),
         {"threads", "N", "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
         {"max-tokens", "N", "maximum tokens per answer (default 32)"},
     };

@@ -63,6 +63,10 @@ type RuntimeOptions struct {
 	// directory at ...") when DataDir holds no catalog, and creates nothing. For read-only tools,
 	// where a mistyped path must not become a new, empty corpus.
 	MustExist bool
+	// KVRemote is the shared chunk-KV tier, "redis://[user:password@]host:port/db"; "" =
+	// $CBL_KV_REMOTE, else none. A server that is down, slow or refuses the password only makes
+	// requests use local KV or recompute (Stats.Notice says so); a malformed URL is ErrInvalidArg.
+	KVRemote string
 }
 
 // Runtime is a model, a KV store, a chunk catalog and a search index in one handle (cbl_runtime).
@@ -88,7 +92,7 @@ func Open(opts *RuntimeOptions) (*Runtime, error) {
 	var msg *C.char
 	st := C.gocbl_runtime_open(cs.opt(opts.ModelPath), cs.opt(opts.EmbedderPath), cs.opt(opts.DataDir),
 		C.uint64_t(opts.KVBudgetBytes), C.int32_t(opts.Threads), cs.opt(opts.Device),
-		C.bool(opts.NoEmbedder), C.bool(opts.MustExist), &rt, &msg)
+		C.bool(opts.NoEmbedder), C.bool(opts.MustExist), cs.opt(opts.KVRemote), &rt, &msg)
 	if err := callError(op, st, msg); err != nil {
 		return nil, err
 	}

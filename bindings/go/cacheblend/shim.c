@@ -34,10 +34,10 @@ static void gocbl_on_log(cbl_log_level level, const char *message, void *user_da
 }
 
 /* ---- runtime ---- */
-cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
-                              const char *data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
-                              const char *device, bool no_embedder, bool must_exist, cbl_runtime **out,
-                              char **err) {
+cbl_status gocbl_runtime_open(const char* model_path, const char* embedder_path,
+                              const char* data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
+                              const char* device, bool no_embedder, bool must_exist,
+                              const char* kv_remote, cbl_runtime** out, char** err) {
     cbl_runtime_params p;
     cbl_runtime_params_init(&p);
     p.model_path = model_path;
@@ -48,6 +48,7 @@ cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
     p.device = device;
     p.no_embedder = no_embedder;
     p.must_exist = must_exist;
+    p.kv_remote = kv_remote;
     return gocbl_ret(cbl_runtime_open(&p, out), err);
 }
 

@@ -87,10 +87,10 @@ typedef struct gocbl_generate_opts {
     float presence_penalty;
 } gocbl_generate_opts;
 
-cbl_status gocbl_runtime_open(const char *model_path, const char *embedder_path,
-                              const char *data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
-                              const char *device, bool no_embedder, bool must_exist, cbl_runtime **out,
-                              char **err);
+cbl_status gocbl_runtime_open(const char* model_path, const char* embedder_path,
+                              const char* data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
+                              const char* device, bool no_embedder, bool must_exist,
+                              const char* kv_remote, cbl_runtime** out, char** err);
 cbl_status gocbl_runtime_model(cbl_runtime *rt, cbl_model **out, char **err);
 cbl_status gocbl_ingest_text(cbl_runtime *rt, const char *uri, const char *text, size_t len,
                              const gocbl_ingest_opts *o, uintptr_t sink, cbl_ingest_report *rep,

@@ -147,6 +147,8 @@ type Stats struct {
 	SearchMode       SearchMode    // Ask: the retrieval that ran (hybrid falls back to BM25 without an embedder)
 	Ctx              int           // the session's context length
 	Notice           string        // what ran differently ("" if nothing)
+	TokensRemote     int64         // of TokensReused: read from the shared tier (RuntimeOptions.KVRemote)
+	BytesRemote      uint64        // of BytesLoaded: read from the shared tier
 }
 
 func ms(v C.double) time.Duration { return time.Duration(float64(v) * float64(time.Millisecond)) }
@@ -179,6 +181,8 @@ func statsFromC(s *C.cbl_stats) Stats {
 		SearchMode:       SearchMode(s.search_mode),
 		Ctx:              int(s.n_ctx),
 		Notice:           C.GoString(s.notice),
+		TokensRemote:     int64(s.tokens_remote),
+		BytesRemote:      uint64(s.bytes_remote),
 	}
 }
 

@@ -158,6 +158,7 @@ pub struct cbl_runtime_params {
     pub device: *const c_char,
     pub no_embedder: bool,
     pub must_exist: bool,
+    pub kv_remote: *const c_char,
 }
 
 #[repr(C)]
@@ -273,6 +274,7 @@ pub struct cbl_kvstore_params {
     pub struct_size: usize,
     pub budget_bytes: u64,
     pub direct_io: bool,
+    pub kv_remote: *const c_char,
 }
 
 #[repr(C)]
@@ -383,6 +385,8 @@ pub struct cbl_stats {
     pub search_mode: i32,
     pub n_ctx: i32,
     pub notice: *const c_char,
+    pub tokens_remote: i64,
+    pub bytes_remote: u64,
 }
 
 init_fn! {

@@ -473,7 +473,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
     layouts! {
         cbl_model_params { struct_size, vocab_only }
         cbl_runtime_params { struct_size, model_path, embedder_path, data_dir, kv_budget_bytes,
-                             n_threads, device, no_embedder, must_exist }
+                             n_threads, device, no_embedder, must_exist, kv_remote }
         cbl_progress { struct_size, phase, done, total, current, message }
         cbl_ingest_params { struct_size, collection, metadata_json, format, chunk_tokens,
                             precompute_kv, progress, progress_user_data, follow_symlinks,
@@ -488,7 +488,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                   heading }
         cbl_document_info { struct_size, uri, kind, collection, metadata_json, n_chunks,
                             n_kv_chunks, source_bytes, mtime_ns, ingested_at, kv_bytes }
-        cbl_kvstore_params { struct_size, budget_bytes, direct_io }
+        cbl_kvstore_params { struct_size, budget_bytes, direct_io, kv_remote }
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
                              kv_format, calibrated_ratio }
         cbl_generate_params { struct_size, max_tokens, temperature, seed, on_token, user_data,
@@ -503,7 +503,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                     select_ms, compute_ms, search_ms, store_ms, decode_tokens_per_s, full_ttft_ms,
                     prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed, bytes_loaded,
                     chunks_hit, chunks_missed, chunks_used, chunks_dropped, generated_tokens,
-                    stop_reason, search_mode, n_ctx, notice }
+                    stop_reason, search_mode, n_ctx, notice, tokens_remote, bytes_remote }
     }
 }
 

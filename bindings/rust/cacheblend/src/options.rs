@@ -131,6 +131,7 @@ pub struct RuntimeOptions {
     pub(crate) device: Option<String>,
     pub(crate) no_embedder: bool,
     pub(crate) must_exist: bool,
+    pub(crate) kv_remote: Option<String>,
 }
 
 impl RuntimeOptions {
@@ -162,6 +163,11 @@ impl RuntimeOptions {
         /// [`ErrorKind::Io`](crate::ErrorKind::Io) ("no data directory at ...") and creates
         /// nothing. For read-only tools, where a mistyped path must not become an empty corpus.
         fn must_exist(yes: bool) { must_exist = yes }
+        /// The shared chunk-KV tier, `"redis://[user:password@]host:port/db"` (default:
+        /// `$CBL_KV_REMOTE`, else none). A server that is down, slow or refuses the password
+        /// only makes requests use local KV or recompute ([`Stats::notice`](crate::Stats) says
+        /// so); a malformed URL is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
+        fn kv_remote(url: impl Into<String>) { kv_remote = Some(url.into()) }
     }
 }
 

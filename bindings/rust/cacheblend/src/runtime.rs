@@ -41,6 +41,7 @@ impl Runtime {
         let embedder = opt_path_cstring("embedder path", &options.embedder_path)?;
         let data_dir = opt_path_cstring("data dir", &options.data_dir)?;
         let device = opt_cstring("device", &options.device)?;
+        let kv_remote = opt_cstring("kv_remote", &options.kv_remote)?;
         let mut p = sys::cbl_runtime_params::default();
         p.model_path = opt_ptr(&model);
         p.embedder_path = opt_ptr(&embedder);
@@ -50,6 +51,7 @@ impl Runtime {
         p.device = opt_ptr(&device);
         p.no_embedder = options.no_embedder;
         p.must_exist = options.must_exist;
+        p.kv_remote = opt_ptr(&kv_remote);
         let mut out = ptr::null_mut();
         // SAFETY: the strings outlive the call; params and out pointer are valid.
         check(unsafe { sys::cbl_runtime_open(&p, &mut out) })?;

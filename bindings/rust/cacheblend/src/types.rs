@@ -165,6 +165,10 @@ pub struct Stats {
     pub n_ctx: i32,
     /// What ran differently, e.g. `"no cached chunks: computed in full"` ("" if nothing).
     pub notice: String,
+    /// Of `tokens_reused`: read from the shared tier (`kv_remote`).
+    pub tokens_remote: i64,
+    /// Of `bytes_loaded`: read from the shared tier.
+    pub bytes_remote: u64,
 }
 
 impl Stats {
@@ -200,6 +204,8 @@ impl Stats {
             search_mode: SearchMode::from_raw(s.search_mode),
             n_ctx: s.n_ctx,
             notice: string_from(s.notice),
+            tokens_remote: s.tokens_remote,
+            bytes_remote: s.bytes_remote,
         }
     }
 }
