@@ -130,8 +130,8 @@ func libraryStatus(err error) int {
 	switch {
 	case errors.Is(err, cacheblend.ErrInvalidArg), errors.Is(err, cacheblend.ErrRange):
 		return http.StatusBadRequest
-	case errors.Is(err, cacheblend.ErrAborted):
-		return http.StatusServiceUnavailable
+	case errors.Is(err, cacheblend.ErrAborted), errors.Is(err, cacheblend.ErrBusy):
+		return http.StatusServiceUnavailable // busy: the runtime's request queue is full
 	}
 	return http.StatusInternalServerError
 }

@@ -53,13 +53,16 @@ func modelPath(t *testing.T) string {
 // into the collection "facts".
 func openRuntime(t *testing.T) (*cacheblend.Runtime, string) {
 	t.Helper()
-	model := modelPath(t)
+	return openRuntimeWith(t, cacheblend.RuntimeOptions{Threads: 2})
+}
+
+// openRuntimeWith is openRuntime with other options (ModelPath and DataDir are set here).
+func openRuntimeWith(t *testing.T, opts cacheblend.RuntimeOptions) (*cacheblend.Runtime, string) {
+	t.Helper()
 	dir := t.TempDir()
-	rt, err := cacheblend.Open(&cacheblend.RuntimeOptions{
-		ModelPath: model,
-		DataDir:   filepath.Join(dir, "data"),
-		Threads:   2,
-	})
+	opts.ModelPath = modelPath(t)
+	opts.DataDir = filepath.Join(dir, "data")
+	rt, err := cacheblend.Open(&opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -796,6 +799,45 @@ func TestConcurrentAskOnOneSessionIsMisuse(t *testing.T) {
 	// The session is free again afterwards.
 	if _, err := s.Ask(context.Background(), "Where is Mount Kilimanjaro?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil); err != nil {
 		t.Errorf("Ask afterwards: %v", err)
+	}
+}
+
+// A runtime that admits one call and queues none refuses a second one, from another goroutine,
+// with ErrBusy at once; the memory budget refuses sessions past it with ErrNoMem.
+func TestAdmissionAndMemoryBudget(t *testing.T) {
+	rt, _ := openRuntimeWith(t, cacheblend.RuntimeOptions{Threads: 2, MaxActiveRequests: 1,
+		MaxQueuedRequests: -1, SessionMemoryBytes: 256 << 20})
+	a := newSession(t, rt, nil)
+	b := newSession(t, rt, nil)
+	var other error
+	done := false
+	w := writerFunc(func(p []byte) (int, error) {
+		if !done {
+			done = true
+			ch := make(chan error)
+			go func() {
+				_, err := b.Ask(context.Background(), "Where is the Amazon?", nil, nil)
+				ch <- err
+			}()
+			other = <-ch
+		}
+		return len(p), nil
+	})
+	if _, err := a.Ask(context.Background(), "Where is Mount Kilimanjaro?",
+		&cacheblend.AskOptions{K: 2, MaxTokens: 4}, w); err != nil {
+		t.Fatalf("first Ask: %v", err)
+	}
+	var e *cacheblend.Error
+	if !errors.Is(other, cacheblend.ErrBusy) || !errors.As(other, &e) || !strings.Contains(e.Msg, "runtime busy") {
+		t.Errorf("Ask while the only slot is taken: %v, want ErrBusy (runtime busy)", other)
+	}
+	if _, err := b.Ask(context.Background(), "Where is the Amazon?", &cacheblend.AskOptions{K: 2, MaxTokens: 4}, nil); err != nil {
+		t.Errorf("Ask once the slot is free: %v", err)
+	}
+	// An 8192-token session does not fit the 256 MB beside the other two.
+	_, err := rt.NewSession(&cacheblend.SessionOptions{Ctx: 8192, Threads: 2})
+	if !errors.Is(err, cacheblend.ErrNoMem) || !errors.As(err, &e) || !strings.Contains(e.Msg, "session_memory_bytes") {
+		t.Errorf("NewSession past the budget: %v, want ErrNoMem naming session_memory_bytes", err)
 	}
 }
 

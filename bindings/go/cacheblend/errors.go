@@ -103,6 +103,7 @@ var (
 	ErrRange       = &Error{Status: StatusRange}
 	ErrCatalog     = &Error{Status: StatusCatalog}
 	ErrInternal    = &Error{Status: StatusInternal}
+	ErrBusy        = &Error{Status: StatusBusy}
 	ErrIORead      = &Error{Status: StatusIORead}
 	ErrIOWrite     = &Error{Status: StatusIOWrite}
 	ErrDeviceOOM   = &Error{Status: StatusDeviceOOM}

@@ -67,6 +67,16 @@ type RuntimeOptions struct {
 	// $CBL_KV_REMOTE, else none. A server that is down, slow or refuses the password only makes
 	// requests use local KV or recompute (Stats.Notice says so); a malformed URL is ErrInvalidArg.
 	KVRemote string
+	// MaxActiveRequests is how many session calls (Ask, Prefill*, Generate) run at once, taking
+	// turns on the runtime's threads (0 = 4); MaxQueuedRequests how many more wait for a turn in
+	// arrival order (0 = 64, negative = none). A call beyond them fails at once with a
+	// StatusBusy error: retry later (an HTTP server answers 503).
+	MaxActiveRequests int
+	MaxQueuedRequests int
+	// SessionMemoryBytes caps the RAM of all sessions' working KV caches and compute scratch
+	// together (0 = half of physical memory): a session past it fails with StatusNoMem instead
+	// of the process being killed for memory.
+	SessionMemoryBytes uint64
 }
 
 // Runtime is a model, a KV store, a chunk catalog and a search index in one handle (cbl_runtime).
@@ -90,9 +100,21 @@ func Open(opts *RuntimeOptions) (*Runtime, error) {
 	defer cs.free()
 	var rt *C.cbl_runtime
 	var msg *C.char
-	st := C.gocbl_runtime_open(cs.opt(opts.ModelPath), cs.opt(opts.EmbedderPath), cs.opt(opts.DataDir),
-		C.uint64_t(opts.KVBudgetBytes), C.int32_t(opts.Threads), cs.opt(opts.Device),
-		C.bool(opts.NoEmbedder), C.bool(opts.MustExist), cs.opt(opts.KVRemote), &rt, &msg)
+	o := C.gocbl_runtime_opts{
+		model_path:           cs.opt(opts.ModelPath),
+		embedder_path:        cs.opt(opts.EmbedderPath),
+		data_dir:             cs.opt(opts.DataDir),
+		kv_budget_bytes:      C.uint64_t(opts.KVBudgetBytes),
+		n_threads:            C.int32_t(opts.Threads),
+		device:               cs.opt(opts.Device),
+		no_embedder:          C.bool(opts.NoEmbedder),
+		must_exist:           C.bool(opts.MustExist),
+		kv_remote:            cs.opt(opts.KVRemote),
+		max_active_requests:  C.int32_t(opts.MaxActiveRequests),
+		max_queued_requests:  C.int32_t(opts.MaxQueuedRequests),
+		session_memory_bytes: C.uint64_t(opts.SessionMemoryBytes),
+	}
+	st := C.gocbl_runtime_open(&o, &rt, &msg)
 	if err := callError(op, st, msg); err != nil {
 		return nil, err
 	}

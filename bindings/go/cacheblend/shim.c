@@ -34,21 +34,21 @@ static void gocbl_on_log(cbl_log_level level, const char *message, void *user_da
 }
 
 /* ---- runtime ---- */
-cbl_status gocbl_runtime_open(const char* model_path, const char* embedder_path,
-                              const char* data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
-                              const char* device, bool no_embedder, bool must_exist,
-                              const char* kv_remote, cbl_runtime** out, char** err) {
+cbl_status gocbl_runtime_open(const gocbl_runtime_opts* o, cbl_runtime** out, char** err) {
     cbl_runtime_params p;
     cbl_runtime_params_init(&p);
-    p.model_path = model_path;
-    p.embedder_path = embedder_path;
-    p.data_dir = data_dir;
-    p.kv_budget_bytes = kv_budget_bytes;
-    p.n_threads = n_threads;
-    p.device = device;
-    p.no_embedder = no_embedder;
-    p.must_exist = must_exist;
-    p.kv_remote = kv_remote;
+    p.model_path = o->model_path;
+    p.embedder_path = o->embedder_path;
+    p.data_dir = o->data_dir;
+    p.kv_budget_bytes = o->kv_budget_bytes;
+    p.n_threads = o->n_threads;
+    p.device = o->device;
+    p.no_embedder = o->no_embedder;
+    p.must_exist = o->must_exist;
+    p.kv_remote = o->kv_remote;
+    p.max_active_requests = o->max_active_requests;
+    p.max_queued_requests = o->max_queued_requests;
+    p.session_memory_bytes = o->session_memory_bytes;
     return gocbl_ret(cbl_runtime_open(&p, out), err);
 }
 

@@ -87,10 +87,24 @@ typedef struct gocbl_generate_opts {
     float presence_penalty;
 } gocbl_generate_opts;
 
-cbl_status gocbl_runtime_open(const char* model_path, const char* embedder_path,
-                              const char* data_dir, uint64_t kv_budget_bytes, int32_t n_threads,
-                              const char* device, bool no_embedder, bool must_exist,
-                              const char* kv_remote, cbl_runtime** out, char** err);
+/* cbl_runtime_params without struct_size: Go fills it, the shim copies it into the library's
+   struct (so the Go side never depends on the struct's size). */
+typedef struct gocbl_runtime_opts {
+    const char* model_path;
+    const char* embedder_path;
+    const char* data_dir;
+    uint64_t kv_budget_bytes;
+    int32_t n_threads;
+    const char* device;
+    bool no_embedder;
+    bool must_exist;
+    const char* kv_remote;
+    int32_t max_active_requests;
+    int32_t max_queued_requests;
+    uint64_t session_memory_bytes;
+} gocbl_runtime_opts;
+
+cbl_status gocbl_runtime_open(const gocbl_runtime_opts* o, cbl_runtime** out, char** err);
 cbl_status gocbl_runtime_model(cbl_runtime *rt, cbl_model **out, char **err);
 cbl_status gocbl_ingest_text(cbl_runtime *rt, const char *uri, const char *text, size_t len,
                              const gocbl_ingest_opts *o, uintptr_t sink, cbl_ingest_report *rep,

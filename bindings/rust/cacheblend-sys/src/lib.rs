@@ -159,6 +159,9 @@ pub struct cbl_runtime_params {
     pub no_embedder: bool,
     pub must_exist: bool,
     pub kv_remote: *const c_char,
+    pub max_active_requests: i32,
+    pub max_queued_requests: i32,
+    pub session_memory_bytes: u64,
 }
 
 #[repr(C)]

@@ -473,7 +473,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
     layouts! {
         cbl_model_params { struct_size, vocab_only }
         cbl_runtime_params { struct_size, model_path, embedder_path, data_dir, kv_budget_bytes,
-                             n_threads, device, no_embedder, must_exist, kv_remote }
+                             n_threads, device, no_embedder, must_exist, kv_remote,
+                             max_active_requests, max_queued_requests, session_memory_bytes }
         cbl_progress { struct_size, phase, done, total, current, message }
         cbl_ingest_params { struct_size, collection, metadata_json, format, chunk_tokens,
                             precompute_kv, progress, progress_user_data, follow_symlinks,

@@ -132,6 +132,9 @@ pub struct RuntimeOptions {
     pub(crate) no_embedder: bool,
     pub(crate) must_exist: bool,
     pub(crate) kv_remote: Option<String>,
+    pub(crate) max_active_requests: i32,
+    pub(crate) max_queued_requests: i32,
+    pub(crate) session_memory_bytes: u64,
 }
 
 impl RuntimeOptions {
@@ -168,6 +171,16 @@ impl RuntimeOptions {
         /// only makes requests use local KV or recompute ([`Stats::notice`](crate::Stats) says
         /// so); a malformed URL is [`ErrorKind::InvalidArg`](crate::ErrorKind::InvalidArg).
         fn kv_remote(url: impl Into<String>) { kv_remote = Some(url.into()) }
+        /// Session calls (ask, prefills, generate) running at once, taking turns on the
+        /// runtime's threads (0 = 4).
+        fn max_active_requests(n: i32) { max_active_requests = n }
+        /// Calls waiting for a turn beyond those, in arrival order (0 = 64, negative = none);
+        /// one more fails at once with [`ErrorKind::Busy`](crate::ErrorKind::Busy): retry later.
+        fn max_queued_requests(n: i32) { max_queued_requests = n }
+        /// RAM for all sessions' working KV caches and compute scratch together (0 = half of
+        /// physical memory); a session past it fails with
+        /// [`ErrorKind::NoMem`](crate::ErrorKind::NoMem) instead of an OOM kill.
+        fn session_memory_bytes(bytes: u64) { session_memory_bytes = bytes }
     }
 }
 

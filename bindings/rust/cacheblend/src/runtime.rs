@@ -52,6 +52,9 @@ impl Runtime {
         p.no_embedder = options.no_embedder;
         p.must_exist = options.must_exist;
         p.kv_remote = opt_ptr(&kv_remote);
+        p.max_active_requests = options.max_active_requests;
+        p.max_queued_requests = options.max_queued_requests;
+        p.session_memory_bytes = options.session_memory_bytes;
         let mut out = ptr::null_mut();
         // SAFETY: the strings outlive the call; params and out pointer are valid.
         check(unsafe { sys::cbl_runtime_open(&p, &mut out) })?;
