@@ -49,25 +49,20 @@ request_gate::pass request_gate::enter(const std::function<bool()>& cancelled, d
                         "%d, max_queued_requests %d); try again later",
                         active_, static_cast<int32_t>(waiting_.size()), max_active_, max_queued_));
     }
-    const uint64_t ticket = next_ticket_++;
-    waiting_.push_back(ticket);
-    for (;;) {
-        if (active_ < max_active_ && waiting_.front() == ticket) break;
+    waiter self;
+    waiting_.push_back(&self);
+    while (!self.admitted) {
         if (cancelled && cancelled()) {
-            waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
-            cv_.notify_all();  // the next waiter may be first now
+            waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &self));
             throw error(status::aborted, "request cancelled while waiting for a turn");
         }
         cv_.wait_for(lock, std::chrono::milliseconds(20));
     }
-    waiting_.pop_front();
-    ++active_;
     if (waited_ms) {
         *waited_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
     }
-    cv_.notify_all();  // with several free slots, the next waiter may go in too
     return pass(this);
 }
 
@@ -75,6 +70,11 @@ void request_gate::leave() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         --active_;
+        while (active_ < max_active_ && !waiting_.empty()) {
+            waiting_.front()->admitted = true;
+            waiting_.pop_front();
+            ++active_;
+        }
     }
     cv_.notify_all();
 }

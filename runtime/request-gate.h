@@ -55,9 +55,14 @@ private:
     const int32_t max_active_, max_queued_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
+    struct waiter {
+        bool admitted = false;  // set by leave(), which hands its slot over
+    };
     int32_t active_ = 0;
-    uint64_t next_ticket_ = 0;
-    std::deque<uint64_t> waiting_;  // tickets in arrival order
+    // In arrival order. A slot that frees goes straight to the first waiter (leave() counts it
+    // active at once), so a request arriving meanwhile never sees a "free" slot that a waiter
+    // is about to take, nor a full queue that is draining.
+    std::deque<waiter*> waiting_;
 };
 
 }  // namespace cacheblend

@@ -1,8 +1,10 @@
 // `cacheblend bench serve`: a load generator on the public C ABI (issue 14, item 2). One runtime
 // over a data directory; at each concurrency level c, c client threads, each with its own
 // session, take the next question from a shared counter and ask it until --requests asks have
-// finished. Per level it reports requests per minute over the wall time, TTFT percentiles (the
-// library's own stats.ttft_ms, retrieval included) and the decode speed the requests saw. With
+// finished. Per level it reports requests per minute over the wall time, TTFT percentiles as the
+// client sees them (from the call to the first token: waiting for a turn at the runtime's
+// request gate, retrieval and prefill) next to the library's own stats.ttft_ms (from the turn
+// on), and the decode speed the requests saw. All sessions share the runtime's thread pool. With
 // several --mode values each level runs once per mode on the same questions, so full and blend
 // are compared in one run.
 #include <algorithm>
@@ -47,7 +49,11 @@ const command_spec& spec() {
             {"mode", "LIST", "prefill modes to compare, e.g. full,blend (default blend)"},
             {"max-tokens", "N", "tokens per answer (default 32, as in the paper's evaluation)"},
             {"k", "K", "chunks retrieved per question (default 4)"},
-            {"threads", "N", "compute threads of each session (default: the library's)"},
+            {"threads", "N",
+             "compute threads of the runtime, shared by all sessions (default: all cores)"},
+            {"max-active", "N", "requests running at once (default: the library's, 4)"},
+            {"max-queued", "N",
+             "requests waiting beyond those (default: the library's, 64; -1 none)"},
             {"no-warmup", "", "skip the untimed pass over the questions"},
             {"json", "", "one JSON object on stdout"},
         }};
@@ -72,8 +78,10 @@ std::vector<std::string> read_questions(const std::string& path) {
 struct level_result {
     std::string mode;
     int64_t concurrency = 0, requests = 0, failed = 0;
+    int64_t busy = 0;  // of failed: refused with CBL_BUSY (the runtime's queue was full)
     double wall_s = 0, requests_per_min = 0;
-    double ttft_p50 = 0, ttft_p95 = 0, ttft_p99 = 0, ttft_mean = 0;
+    // As the client sees it (queue wait included); library_ttft_mean: stats.ttft_ms.
+    double ttft_p50 = 0, ttft_p95 = 0, ttft_p99 = 0, ttft_mean = 0, library_ttft_mean = 0;
     double decode_tokens_per_s = 0;  // mean over the requests that decoded
     int64_t generated_tokens = 0, tokens_reused = 0, prompt_tokens = 0;
     std::string first_error;
@@ -91,12 +99,20 @@ struct serve_setup {
     cbl_runtime* rt = nullptr;
     std::vector<std::string> questions;
     int32_t max_tokens = 32, k = 4, threads = 0;
+    int32_t max_active = 0, max_queued = 0;
 };
 
 struct one_ask {
     bool ok = false;
+    cbl_status status = CBL_OK;
     std::string error;
     cbl_stats st{};
+    double client_ttft_ms = 0;  // from the call to the first token (0: no token came)
+};
+
+struct first_token_clock {
+    std::chrono::steady_clock::time_point t0, first;
+    bool seen = false;
 };
 
 one_ask ask_once(cbl_session* s, const serve_setup& su, const std::string& q) {
@@ -105,10 +121,25 @@ one_ask ask_once(cbl_session* s, const serve_setup& su, const std::string& q) {
     cbl_ask_params_init(&ap);
     ap.k = su.k;
     ap.max_tokens = su.max_tokens;
+    first_token_clock clock;
+    ap.user_data = &clock;
+    ap.on_token = [](const char*, size_t, int32_t, void* ud) {
+        auto* c = static_cast<first_token_clock*>(ud);
+        if (!c->seen) {
+            c->seen = true;
+            c->first = std::chrono::steady_clock::now();
+        }
+        return true;
+    };
+    clock.t0 = std::chrono::steady_clock::now();
     cbl_answer* a_raw = nullptr;
-    if (cbl_session_ask(s, q.c_str(), &ap, &a_raw) != CBL_OK) {
+    if ((r.status = cbl_session_ask(s, q.c_str(), &ap, &a_raw)) != CBL_OK) {
         r.error = cbl_last_error();
         return r;
+    }
+    if (clock.seen) {
+        r.client_ttft_ms =
+            std::chrono::duration<double, std::milli>(clock.first - clock.t0).count();
     }
     const answer_ptr answer(a_raw);
     cbl_stats_init(&r.st);
@@ -123,8 +154,7 @@ one_ask ask_once(cbl_session* s, const serve_setup& su, const std::string& q) {
 session_ptr make_serve_session(const serve_setup& su, int32_t mode) {
     cbl_session_params sp;
     cbl_session_params_init(&sp);
-    sp.mode = mode;
-    sp.n_threads = su.threads;
+    sp.mode = mode;  // n_threads 0: the runtime's, so every session runs on its one pool
     cbl_session* raw = nullptr;
     check(cbl_session_create(su.rt, &sp, &raw));
     return session_ptr(raw);
@@ -135,7 +165,7 @@ level_result run_level(const serve_setup& su, int32_t mode, int64_t concurrency,
     for (int64_t i = 0; i < concurrency; ++i) sessions.push_back(make_serve_session(su, mode));
     std::atomic<int64_t> next{0};
     std::mutex mu;
-    std::vector<cbl_stats> done;
+    std::vector<one_ask> done;
     level_result out;
     out.mode = mode_name(mode);
     out.concurrency = concurrency;
@@ -148,9 +178,10 @@ level_result run_level(const serve_setup& su, int32_t mode, int64_t concurrency,
                 one_ask r = ask_once(sessions[static_cast<size_t>(c)].get(), su, q);
                 std::lock_guard<std::mutex> lock(mu);
                 if (r.ok) {
-                    done.push_back(r.st);
-                } else if (out.failed++ == 0) {
-                    out.first_error = r.error;
+                    done.push_back(r);
+                } else {
+                    if (r.status == CBL_BUSY) ++out.busy;
+                    if (out.failed++ == 0) out.first_error = r.error;
                 }
             }
         });
@@ -163,9 +194,13 @@ level_result run_level(const serve_setup& su, int32_t mode, int64_t concurrency,
     std::vector<double> ttft;
     double decode_sum = 0;
     int64_t decode_n = 0;
-    for (const cbl_stats& st : done) {
-        ttft.push_back(st.ttft_ms);
-        out.ttft_mean += st.ttft_ms;
+    for (const one_ask& a : done) {
+        const cbl_stats& st = a.st;
+        // An answer without tokens (end of generation at once) has no client-side first token.
+        const double t = a.client_ttft_ms > 0 ? a.client_ttft_ms : st.ttft_ms;
+        ttft.push_back(t);
+        out.ttft_mean += t;
+        out.library_ttft_mean += st.ttft_ms;
         out.generated_tokens += st.generated_tokens;
         out.tokens_reused += st.tokens_reused;
         out.prompt_tokens += st.prompt_tokens;
@@ -175,7 +210,10 @@ level_result run_level(const serve_setup& su, int32_t mode, int64_t concurrency,
         }
     }
     std::sort(ttft.begin(), ttft.end());
-    if (!ttft.empty()) out.ttft_mean /= static_cast<double>(ttft.size());
+    if (!ttft.empty()) {
+        out.ttft_mean /= static_cast<double>(ttft.size());
+        out.library_ttft_mean /= static_cast<double>(ttft.size());
+    }
     out.ttft_p50 = percentile(ttft, 50);
     out.ttft_p95 = percentile(ttft, 95);
     out.ttft_p99 = percentile(ttft, 99);
@@ -189,7 +227,9 @@ void print_json(const std::vector<level_result>& rows, const serve_setup& su, bo
     w.field("questions", static_cast<int64_t>(su.questions.size()));
     w.field("max_tokens", su.max_tokens);
     w.field("k", su.k);
-    w.field("threads_per_session", su.threads);
+    w.field("threads", su.threads);
+    w.field("max_active_requests", su.max_active);
+    w.field("max_queued_requests", su.max_queued);
     w.field("warmup", warmed);
     w.key("levels").begin_array();
     for (const level_result& r : rows) {
@@ -198,6 +238,7 @@ void print_json(const std::vector<level_result>& rows, const serve_setup& su, bo
         w.field("concurrency", r.concurrency);
         w.field("requests", r.requests);
         w.field("failed", r.failed);
+        w.field("busy", r.busy);
         if (!r.first_error.empty()) w.field("first_error", r.first_error);
         w.field("wall_s", r.wall_s);
         w.field("requests_per_min", r.requests_per_min);
@@ -205,6 +246,7 @@ void print_json(const std::vector<level_result>& rows, const serve_setup& su, bo
         w.field("ttft_ms_p95", r.ttft_p95);
         w.field("ttft_ms_p99", r.ttft_p99);
         w.field("ttft_ms_mean", r.ttft_mean);
+        w.field("library_ttft_ms_mean", r.library_ttft_mean);
         w.field("decode_tokens_per_s", r.decode_tokens_per_s);
         w.field("generated_tokens", r.generated_tokens);
         w.field("prompt_tokens", r.prompt_tokens);
@@ -234,6 +276,8 @@ int run_bench_serve(const std::vector<std::string>& args) {
     su.max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 32, 1, 1 << 20));
     su.k = static_cast<int32_t>(a.get_int("k", 4, 1, 1000));
     su.threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
+    su.max_active = static_cast<int32_t>(a.get_int("max-active", 0, 0, 4096));
+    su.max_queued = static_cast<int32_t>(a.get_int("max-queued", 0, -1, 1000000));
     std::vector<int32_t> modes;
     const std::string mode_list = a.get_or("mode", "blend");
     for (size_t pos = 0; pos <= mode_list.size();) {
@@ -251,6 +295,9 @@ int run_bench_serve(const std::vector<std::string>& args) {
     rp.data_dir = data.c_str();
     if (!model.empty()) rp.model_path = model.c_str();
     rp.kv_budget_bytes = parse_kv_budget(a);
+    rp.n_threads = su.threads;
+    rp.max_active_requests = su.max_active;
+    rp.max_queued_requests = su.max_queued;
     const runtime_ptr rt = open_existing_runtime(&rp);
     su.rt = rt.get();
 
@@ -282,8 +329,10 @@ int run_bench_serve(const std::vector<std::string>& args) {
                             static_cast<long long>(r.requests), static_cast<long long>(r.failed),
                             r.requests_per_min, r.ttft_p50, r.ttft_p95, r.ttft_p99,
                             r.decode_tokens_per_s);
-                if (!r.first_error.empty())
-                    std::printf("  first error: %s\n", r.first_error.c_str());
+                if (!r.first_error.empty()) {
+                    std::printf("  first error (%lld of them busy): %s\n",
+                                static_cast<long long>(r.busy), r.first_error.c_str());
+                }
                 std::fflush(stdout);
             }
         }

@@ -35,6 +35,9 @@ const command_spec& spec() {
                  "recompute ratio of blend mode (default " + default_ratio_text() + ")"},
                 {"ratios", "LIST", "run blend at each of these ratios (a sweep)"},
                 {"sweep", "", std::string("full, reuse and blend at ") + k_sweep_ratios},
+                {"policies", "LIST",
+                 "run blend with each of these selection policies (at --ratio or each of "
+                 "--ratios), e.g. hkvd,sink,query+hkvd: runs named POLICY@RATIO"},
                 {"limit", "N", "evaluate the first N records (default all)"},
                 {"json", "", "print the per-mode summary as one JSON object"},
                 {"out", "FILE", "write the summary and every per-record result as JSON"},
@@ -88,7 +91,28 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
-    if (!ratios.empty()) {
+    if (a.has("policies")) {
+        // Policies x ratios, one full run as the reference of them all: the comparison of
+        // selection policies (issue 15) in one pass over the records.
+        if (a.has("select")) throw usage_error("--policies lists the policies; drop --select");
+        if (ratios.empty()) ratios.push_back(ratio);
+        const std::string list = *a.get("policies");
+        for (size_t p = 0; p <= list.size();) {
+            const size_t comma = list.find(',', p);
+            const std::string name =
+                list.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+            const int32_t sel = parse_enum(CBL_X_NAMES_SELECT, "policies", name);
+            for (double r : ratios) {
+                const std::string label =
+                    std::string(enum_name(CBL_X_NAMES_SELECT, sel)) + "@" + ratio_label(r);
+                if (seen.insert(label).second) {
+                    runs.push_back({label, CBL_MODE_BLEND, static_cast<float>(r), sel});
+                }
+            }
+            if (comma == std::string::npos) break;
+            p = comma + 1;
+        }
+    } else if (!ratios.empty()) {
         // A ratio list is a blend sweep: it implies blend even when --modes left it out.
         for (double r : ratios) {
             const std::string label = "blend@" + ratio_label(r);

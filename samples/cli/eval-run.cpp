@@ -133,10 +133,11 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
 // another --out; flags that change results appear resolved (model file, runs) or verbatim.
 std::string journal_settings(const parsed_args& a, const eval_meta& meta,
                              const std::vector<run_spec>& runs) {
-    static const std::set<std::string> not_results{
-        "dataset", "limit",   "out",        "json",      "resume",    "store",  "data",
-        "kv-budget", "kv-remote", "model",  "modes",     "ratio",     "ratios", "sweep",
-        "threads", "max-tokens", "kv-format", "select"};
+    static const std::set<std::string> not_results{"dataset",   "limit",  "out",     "json",
+                                                   "resume",    "store",  "data",    "kv-budget",
+                                                   "kv-remote", "model",  "modes",   "ratio",
+                                                   "ratios",    "sweep",  "threads", "max-tokens",
+                                                   "kv-format", "select", "policies"};
     std::ostringstream os;
     json_writer w(os);
     w.begin_object();
@@ -152,6 +153,7 @@ std::string journal_settings(const parsed_args& a, const eval_meta& meta,
         w.field("label", r.label);
         w.field("mode", std::string(mode_name(r.mode)));
         w.field("ratio", r.ratio);
+        if (r.select >= 0) w.field("select", enum_name(CBL_X_NAMES_SELECT, r.select));
         w.end_object();
     }
     w.end_array();
@@ -305,8 +307,9 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
     const session_ptr sess(s_raw);
-    const auto set_run = [&](int32_t mode, float ratio) {
-        const cbl_x_blend_params bp = tuning.params(mode, ratio);
+    const auto set_run = [&](int32_t mode, float ratio, int32_t select = -1) {
+        cbl_x_blend_params bp = tuning.params(mode, ratio);
+        if (select >= 0) bp.select = select;
         check(cbl_x_session_set_blend(sess.get(), &bp));
     };
     set_run(CBL_MODE_BLEND, default_ratio());  // the KV format of the store's entries
@@ -362,7 +365,8 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         const std::vector<std::string>& golds = data[i].answers;
         for (size_t k = 0; k < runs.size(); ++k) {
             bar.set_label("evaluating record " + of + " (" + runs[k].label + ")");
-            set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : default_ratio());
+            set_run(runs[k].mode, runs[k].mode == CBL_MODE_BLEND ? runs[k].ratio : default_ratio(),
+                    runs[k].select);
             check(cbl_x_session_prefill_prompt(sess.get(), reqs[i].prompt.get(), nullptr));
             cbl_answer* a_raw = nullptr;
             check(cbl_session_generate(sess.get(), &gp, &a_raw));
@@ -435,6 +439,10 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
         w.key(runs[k].label).begin_object();
         w.field("mode", std::string(mode_name(runs[k].mode)));
         w.field("ratio", runs[k].ratio);
+        if (runs[k].mode == CBL_MODE_BLEND) {
+            w.field("select", runs[k].select >= 0 ? enum_name(CBL_X_NAMES_SELECT, runs[k].select)
+                                                  : meta.select);
+        }
         w.field("f1", s.f1);
         w.field("fidelity_f1", s.fidelity_f1);
         w.field("first_token_agreement", s.agreement);

@@ -24,9 +24,10 @@ constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 
 // One mode at one ratio: a column of the comparison.
 struct run_spec {
-    std::string label;  // "full", "reuse", "blend", or "blend@0.15" in a sweep
+    std::string label;  // "full", "reuse", "blend", "blend@0.15" in a sweep, "sink@0.05" by policy
     int32_t mode;  // CBL_MODE_*
     float ratio;
+    int32_t select = -1;  // CBL_X_SELECT_* of this blend run; -1: the --select policy
 };
 
 struct run_result {

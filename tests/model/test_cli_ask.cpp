@@ -228,7 +228,11 @@ TEST_F(CliAsk, BenchServeReportsEveryLevelOfEveryMode) {
         EXPECT_EQ(l["concurrency"].num, want_conc[i]);
         EXPECT_EQ(l["requests"].num, 3) << r.out;
         EXPECT_EQ(l["failed"].num, 0) << r.out;
+        EXPECT_EQ(l["busy"].num, 0) << r.out;
         EXPECT_GT(l["requests_per_min"].num, 0);
+        // The client's TTFT holds the library's (from the request's turn on) and the wait.
+        EXPECT_GT(l["library_ttft_ms_mean"].num, 0);
+        EXPECT_GE(l["ttft_ms_mean"].num + 1.0, l["library_ttft_ms_mean"].num) << r.out;
         EXPECT_GT(l["ttft_ms_p50"].num, 0);
         EXPECT_LE(l["ttft_ms_p50"].num, l["ttft_ms_p95"].num);
         EXPECT_LE(l["ttft_ms_p95"].num, l["ttft_ms_p99"].num);
@@ -239,6 +243,14 @@ TEST_F(CliAsk, BenchServeReportsEveryLevelOfEveryMode) {
             EXPECT_EQ(l["tokens_reused"].num, 0) << "full recomputes every token";
         }
     }
+    // One request at a time and one waiting: two clients queue and none is refused.
+    const run_result q = serve({"--data", data, "--questions", questions, "--concurrency", "2",
+                                "--requests", "4", "--max-tokens", "2", "--k", "2", "--max-active",
+                                "1", "--max-queued", "1", "--json"});
+    ASSERT_EQ(q.exit_code, 0) << q.err << q.out;
+    const json jq = json::parse(q.out);
+    EXPECT_EQ(jq["max_active_requests"].num, 1);
+    EXPECT_EQ(jq["levels"][size_t{0}]["requests"].num, 4) << q.out;
     EXPECT_EQ(serve({"--data", data}).exit_code, 2) << "--questions is required";
     EXPECT_EQ(serve({"--data", data, "--questions", dir_ + "/none.txt"}).exit_code, 2);
     write_file(dir_ + "/empty.txt", "# nothing\n\n");

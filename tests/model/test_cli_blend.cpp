@@ -456,6 +456,30 @@ TEST_F(CliBlend, SelectPolicies) {
     EXPECT_NE(read_all(journal).find("\"select\":\"sink\""), std::string::npos)
         << read_all(journal);
     one_error_line(eval("hkvd"), 2, "other settings");
+
+    // --policies: every policy at every ratio against one full run (issue 15's comparison);
+    // r = 1 recomputes everything, so with exact KV every policy there reproduces full's
+    // answer and first-token distribution exactly.
+    const run_result c = run({"eval", "--dataset", dir_ + "/one.json", "--store", store,
+                              "--max-tokens", "3", "--json", "--policies", "sink,query+hkvd",
+                              "--ratios", "0.1,1", "--kv-format", "exact"});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    const json cmp = json::parse(c.out);
+    const json& modes = cmp["modes"];
+    for (const char* label :
+         {"full", "reuse", "sink@0.1", "sink@1", "query+hkvd@0.1", "query+hkvd@1"}) {
+        ASSERT_TRUE(modes.has(label)) << label << "\n" << c.out;
+    }
+    EXPECT_EQ(modes["sink@0.1"]["select"].str, "sink");
+    EXPECT_EQ(modes["query+hkvd@1"]["select"].str, "query+hkvd");
+    EXPECT_EQ(modes["sink@1"]["fidelity_f1"].num, 1) << c.out;
+    EXPECT_EQ(modes["query+hkvd@1"]["first_token_kl"].num, 0) << c.out;
+    one_error_line(run({"eval", "--dataset", dir_ + "/one.json", "--store", store, "--policies",
+                        "sink", "--select", "sink"}),
+                   2, "--policies");
+    one_error_line(run({"eval", "--dataset", dir_ + "/one.json", "--store", store, "--policies",
+                        "hkvd,lego"}),
+                   2, valid);
 }
 
 }  // namespace

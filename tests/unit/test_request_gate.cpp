@@ -137,3 +137,28 @@ TEST(RequestGate, ReportsHowLongARequestWaited) {
     request_gate::pass p = g.enter(nullptr, &immediate);
     EXPECT_EQ(immediate, 0.0);
 }
+
+// A freed slot goes to the first waiter at once: a request arriving before that waiter's thread
+// has woken finds the slot taken and room in the queue, not a "full" queue (a bug once refused
+// it with "0 requests running and 1 waiting").
+TEST(RequestGate, AFreedSlotIsHandedToTheFirstWaiter) {
+    request_gate g(1, 1);
+    std::optional<request_gate::pass> a(g.enter(nullptr));
+    std::atomic<bool> release_b{false};
+    std::thread b([&] {
+        request_gate::pass p = g.enter(nullptr);
+        while (!release_b) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    ASSERT_TRUE(eventually([&] { return g.queued() == 1; }));
+    a.reset();
+    EXPECT_EQ(g.active(), 1) << "the slot went to b";
+    EXPECT_EQ(g.queued(), 0);
+    std::atomic<int> c_status{-1};
+    std::thread c([&] { c_status = static_cast<int>(status_of_enter(g)); });
+    ASSERT_TRUE(eventually([&] { return g.queued() == 1 || c_status.load() >= 0; }));
+    EXPECT_EQ(c_status.load(), -1) << "c was refused or went in past b";
+    release_b = true;
+    b.join();
+    c.join();
+    EXPECT_EQ(c_status.load(), static_cast<int>(status::ok));
+}
