@@ -654,6 +654,9 @@ typedef struct cbl_stats {
                                  cbl_session_prefill_chunks until the next call on the session */
     int64_t tokens_remote;    /* of tokens_reused: read from the shared tier (kv_remote) */
     uint64_t bytes_remote;    /* of bytes_loaded: read from the shared tier */
+    double dense_ms;          /* of compute_ms: work on every prompt row (blend: the layers
+                                 before the check layer and its Q/K/V projection; full: all) */
+    double relocate_ms;       /* of compute_ms: rotating stored K into the cache */
 } cbl_stats;
 
 static inline void cbl_stats_init(cbl_stats *s) {

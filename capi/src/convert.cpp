@@ -172,6 +172,8 @@ cbl_stats to_stats(const blend_stats& b, const generation_result* g, const std::
     s.load_wait_ms = b.load_wait_ms;
     s.select_ms = b.select_ms;
     s.compute_ms = b.compute_ms;
+    s.dense_ms = b.dense_ms;
+    s.relocate_ms = b.relocate_ms;
     s.prompt_tokens = b.tokens_total;
     s.tokens_reused = b.tokens_reused;
     s.tokens_recomputed = b.tokens_recomputed;

@@ -61,6 +61,8 @@ struct blend_engine::layer_state {
     query_scratch query;
     std::vector<float> row_query;              // question attention per prompt row
     double wait_ms = 0, select_ms = 0;
+    double dense_ms = 0;     // steps run on every prompt row
+    double relocate_ms = 0;  // stored K rotated and copied into the cache
 };
 
 // Thrown inside one prefill attempt when a stored chunk turns out corrupt while streaming;

@@ -186,7 +186,16 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     s_.throw_if_cancelled();
     kv_cache& cache = s_.cache();
     const int64_t n_act = static_cast<int64_t>(L->active.size());
+    // The time of steps on every prompt row: what blending cannot save by recomputing fewer.
+    const bool dense = n_act == P.n;
+    auto t_step = clock_type::now();
+    const auto count_dense = [&] {
+        const auto now = clock_type::now();
+        if (dense) L->dense_ms += ms_between(t_step, now);
+        t_step = now;
+    };
     fwd.project_qkv(l, n_act);
+    count_dense();
     const bool loaded = !P.load_layers.empty() && l >= P.load_layers.front();
     const float* ck = nullptr;
     const uint16_t* cv = nullptr;
@@ -213,9 +222,13 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         select_prepare(s_.get_backend(), a, *L->selector, &L->sel, &L->cand, &L->sel_in);
         L->select_ms += ms_between(t_sel, clock_type::now());
     }
+    t_step = clock_type::now();
     fwd.rope_store_kv(l, cache, n_act);  // fresh KV for every row computed at this layer
+    count_dense();
     if (loaded) {
+        const auto t_rel = clock_type::now();
         relocate(l, P, ck, cv, L);
+        L->relocate_ms += ms_between(t_rel, clock_type::now());
         loader.release(l);
     }
     if (is_check) {
@@ -240,7 +253,10 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         }
         L->active.swap(next);
     }
+    const bool dense_attend = static_cast<int64_t>(L->active.size()) == P.n;
+    const auto t_attend = clock_type::now();
     fwd.attend_and_mlp(l, cache, static_cast<int64_t>(L->active.size()), P.n);
+    if (dense_attend) L->dense_ms += ms_between(t_attend, clock_type::now());
 }
 
 // Relocate: reused rows not computed at this layer take their stored KV, K rotated to their
@@ -291,6 +307,8 @@ void blend_engine::record_stats(const plan& P, const layer_state& L, const layer
     st->load_wait_ms = L.wait_ms;
     st->select_ms = L.select_ms;
     st->compute_ms = total_ms - L.wait_ms - L.select_ms - P.lookup_ms;
+    st->dense_ms = L.dense_ms;
+    st->relocate_ms = L.relocate_ms;
     st->ttft_ms = total_ms;
 }
 

@@ -60,6 +60,9 @@ struct blend_stats {
     blend_mode mode = blend_mode::blend;  // the mode that ran
     float ratio = 0;
     double ttft_ms = 0, load_ms = 0, load_wait_ms = 0, select_ms = 0, compute_ms = 0;
+    // Of compute_ms: work on every prompt row (blend: the layers before the check layer and its
+    // Q/K/V projection, the cost that is not recompute), and rotating stored K into place.
+    double dense_ms = 0, relocate_ms = 0;
     double decode_tokens_per_s = 0;
     int64_t tokens_total = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_missed = 0;
     uint64_t bytes_loaded = 0;

@@ -99,12 +99,13 @@ void write_json(const cbl_answer* answer, const cbl_model* model, const cbl_stat
 
 void print_stats(const cbl_answer* answer, const cbl_model* model, const cbl_stats& st) {
     std::fprintf(stderr,
-                 "mode %s, r = %.3g | TTFT %.1f ms (load %.1f, select %.1f, compute %.1f) | "
+                 "mode %s, r = %.3g | TTFT %.1f ms (load %.1f, select %.1f, compute %.1f: on "
+                 "all rows %.1f, relocate %.1f) | "
                  "%lld tokens: %lld reused, %lld recomputed, %lld missed | %.2f MiB loaded | "
                  "decode %.1f tok/s | stop: %s\n",
                  mode_name(st.mode), static_cast<double>(st.ratio), st.ttft_ms, st.load_ms,
-                 st.select_ms, st.compute_ms, static_cast<long long>(st.prompt_tokens),
-                 static_cast<long long>(st.tokens_reused),
+                 st.select_ms, st.compute_ms, st.dense_ms, st.relocate_ms,
+                 static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.tokens_reused),
                  static_cast<long long>(st.tokens_recomputed),
                  static_cast<long long>(st.tokens_missed),
                  static_cast<double>(st.bytes_loaded) / (1024.0 * 1024.0), st.decode_tokens_per_s,

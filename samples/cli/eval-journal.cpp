@@ -51,6 +51,8 @@ std::string record_line(const record_result& rec, const qa_record& q) {
         w.field("load_wait_ms", s.load_wait_ms);
         w.field("select_ms", s.select_ms);
         w.field("compute_ms", s.compute_ms);
+        w.field("dense_ms", s.dense_ms);
+        w.field("relocate_ms", s.relocate_ms);
         w.field("decode_tokens_per_s", s.decode_tokens_per_s);
         w.field("prompt_tokens", s.prompt_tokens);
         w.field("tokens_reused", s.tokens_reused);
@@ -150,6 +152,9 @@ record_result parse_record(const literal& v, const line_reader& in, size_t n_run
         st.load_wait_ms = in.num(s, "load_wait_ms");
         st.select_ms = in.num(s, "select_ms");
         st.compute_ms = in.num(s, "compute_ms");
+        // Journals written before the time split lack these two.
+        if (s.get("dense_ms")) st.dense_ms = in.num(s, "dense_ms");
+        if (s.get("relocate_ms")) st.relocate_ms = in.num(s, "relocate_ms");
         st.decode_tokens_per_s = in.num(s, "decode_tokens_per_s");
         st.prompt_tokens = in.integer(s, "prompt_tokens");
         st.tokens_reused = in.integer(s, "tokens_reused");

@@ -165,6 +165,27 @@ TEST_F(BlendTest, RatioOneReproducesFull) {
     EXPECT_EQ(greedy_after(b, 16), full_tokens);
 }
 
+// The time split (issue 15 item 2): full computes every row (all of compute is "dense", nothing
+// relocated); reuse computes only the rows it does not reuse (nothing dense) and relocates the
+// rest; blend at r = 0.15 runs the layers before its check layer on every row, so some of its
+// compute is dense and some is recompute, and it relocates what it does not recompute.
+TEST_F(BlendTest, StatsSplitComputeIntoDenseRecomputeAndRelocation) {
+    precompute_all();
+    blend_stats full, reuse, blend;
+    run(blend_mode::full, 0.f, &full);
+    run(blend_mode::reuse, 0.f, &reuse);
+    run(blend_mode::blend, 0.15f, &blend);
+    EXPECT_GT(full.dense_ms, 0);
+    EXPECT_LE(full.dense_ms, full.compute_ms + 1e-6);
+    EXPECT_EQ(full.relocate_ms, 0);
+    EXPECT_EQ(reuse.dense_ms, 0);
+    EXPECT_GT(reuse.relocate_ms, 0);
+    EXPECT_GT(blend.dense_ms, 0);
+    EXPECT_GT(blend.relocate_ms, 0);
+    EXPECT_LT(blend.dense_ms + blend.relocate_ms, blend.compute_ms)
+        << "blend also recomputes rows after its check layer";
+}
+
 TEST_F(BlendTest, ReuseOfChunkRightAfterPreambleReproducesFull) {
     precompute_all();
     blend_request one;

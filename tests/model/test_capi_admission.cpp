@@ -46,6 +46,17 @@ cbl_status ask(cbl_session* s, const cbl_ask_params& ap, std::string* message = 
     return st;
 }
 
+// A one-thread runtime that runs one request at a time and lets max_queued wait.
+void open_one_slot_runtime(const std::string& model, int32_t max_queued,
+                           cbltest::fact_runtime* fr) {
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.n_threads = 1;
+    rp.max_active_requests = 1;
+    rp.max_queued_requests = max_queued;
+    cbltest::open_fact_runtime(model, rp, fr);
+}
+
 struct callback_probe {
     cbl_session* other = nullptr;   // asked from another thread during the first token
     cbl_session* nested = nullptr;  // asked on the callback's own thread
@@ -56,13 +67,8 @@ struct callback_probe {
 
 TEST(CapiAdmission, AFullRuntimeAnswersBusyAtOnce) {
     CBL_REQUIRE_DEFAULT_MODEL(model);
-    cbl_runtime_params rp;
-    cbl_runtime_params_init(&rp);
-    rp.n_threads = 1;
-    rp.max_active_requests = 1;
-    rp.max_queued_requests = -1;  // nobody waits
     cbltest::fact_runtime fr;
-    cbltest::open_fact_runtime(model, rp, &fr);
+    open_one_slot_runtime(model, -1, &fr);  // nobody waits
     ASSERT_NE(fr.rt, nullptr);
     cbl_session* a = make_session(fr.rt);
     cbl_session* b = make_session(fr.rt);
@@ -101,13 +107,8 @@ TEST(CapiAdmission, AFullRuntimeAnswersBusyAtOnce) {
 
 TEST(CapiAdmission, AWaitingCallIsCancelledWithItsSession) {
     CBL_REQUIRE_DEFAULT_MODEL(model);
-    cbl_runtime_params rp;
-    cbl_runtime_params_init(&rp);
-    rp.n_threads = 1;
-    rp.max_active_requests = 1;
-    rp.max_queued_requests = 4;
     cbltest::fact_runtime fr;
-    cbltest::open_fact_runtime(model, rp, &fr);
+    open_one_slot_runtime(model, 4, &fr);
     ASSERT_NE(fr.rt, nullptr);
     cbl_session* a = make_session(fr.rt);
     cbl_session* b = make_session(fr.rt);

@@ -775,12 +775,7 @@ func TestConcurrentAskOnOneSessionIsMisuse(t *testing.T) {
 		if !done {
 			done = true
 			// Another goroutine while the first call runs...
-			ch := make(chan error)
-			go func() {
-				_, err := s.Ask(context.Background(), "Where is the Amazon?", nil, nil)
-				ch <- err
-			}()
-			second = <-ch
+			second = askOnAnotherGoroutine(s)
 			// ...and the same goroutine, from inside the callback.
 			_, nested = s.Ask(context.Background(), "Where is the Amazon?", nil, nil)
 		}
@@ -814,12 +809,7 @@ func TestAdmissionAndMemoryBudget(t *testing.T) {
 	w := writerFunc(func(p []byte) (int, error) {
 		if !done {
 			done = true
-			ch := make(chan error)
-			go func() {
-				_, err := b.Ask(context.Background(), "Where is the Amazon?", nil, nil)
-				ch <- err
-			}()
-			other = <-ch
+			other = askOnAnotherGoroutine(b)
 		}
 		return len(p), nil
 	})
@@ -839,6 +829,17 @@ func TestAdmissionAndMemoryBudget(t *testing.T) {
 	if !errors.Is(err, cacheblend.ErrNoMem) || !errors.As(err, &e) || !strings.Contains(e.Msg, "session_memory_bytes") {
 		t.Errorf("NewSession past the budget: %v, want ErrNoMem naming session_memory_bytes", err)
 	}
+}
+
+// askOnAnotherGoroutine asks s from a new goroutine (another OS thread in the library) and
+// returns the error once that Ask has returned.
+func askOnAnotherGoroutine(s *cacheblend.Session) error {
+	ch := make(chan error)
+	go func() {
+		_, err := s.Ask(context.Background(), "Where is the Amazon?", nil, nil)
+		ch <- err
+	}()
+	return <-ch
 }
 
 type writerFunc func(p []byte) (int, error)

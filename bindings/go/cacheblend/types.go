@@ -149,6 +149,8 @@ type Stats struct {
 	Notice           string        // what ran differently ("" if nothing)
 	TokensRemote     int64         // of TokensReused: read from the shared tier (RuntimeOptions.KVRemote)
 	BytesRemote      uint64        // of BytesLoaded: read from the shared tier
+	Dense            time.Duration // of Compute: work on every prompt row (blend: the layers before the check layer)
+	Relocate         time.Duration // of Compute: rotating stored K into the cache
 }
 
 func ms(v C.double) time.Duration { return time.Duration(float64(v) * float64(time.Millisecond)) }
@@ -183,6 +185,8 @@ func statsFromC(s *C.cbl_stats) Stats {
 		Notice:           C.GoString(s.notice),
 		TokensRemote:     int64(s.tokens_remote),
 		BytesRemote:      uint64(s.bytes_remote),
+		Dense:            ms(s.dense_ms),
+		Relocate:         ms(s.relocate_ms),
 	}
 }
 

@@ -390,6 +390,8 @@ pub struct cbl_stats {
     pub notice: *const c_char,
     pub tokens_remote: i64,
     pub bytes_remote: u64,
+    pub dense_ms: f64,
+    pub relocate_ms: f64,
 }
 
 init_fn! {

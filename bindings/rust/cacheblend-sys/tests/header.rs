@@ -504,7 +504,8 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                     select_ms, compute_ms, search_ms, store_ms, decode_tokens_per_s, full_ttft_ms,
                     prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed, bytes_loaded,
                     chunks_hit, chunks_missed, chunks_used, chunks_dropped, generated_tokens,
-                    stop_reason, search_mode, n_ctx, notice, tokens_remote, bytes_remote }
+                    stop_reason, search_mode, n_ctx, notice, tokens_remote, bytes_remote,
+                    dense_ms, relocate_ms }
     }
 }
 

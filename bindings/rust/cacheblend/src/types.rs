@@ -169,6 +169,11 @@ pub struct Stats {
     pub tokens_remote: i64,
     /// Of `bytes_loaded`: read from the shared tier.
     pub bytes_remote: u64,
+    /// Of `compute_ms`: work on every prompt row (blend: the layers before the check layer and
+    /// its Q/K/V projection; full: all of it).
+    pub dense_ms: f64,
+    /// Of `compute_ms`: rotating stored K into the cache.
+    pub relocate_ms: f64,
 }
 
 impl Stats {
@@ -206,6 +211,8 @@ impl Stats {
             notice: string_from(s.notice),
             tokens_remote: s.tokens_remote,
             bytes_remote: s.bytes_remote,
+            dense_ms: s.dense_ms,
+            relocate_ms: s.relocate_ms,
         }
     }
 }
