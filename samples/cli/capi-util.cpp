@@ -25,6 +25,20 @@ int32_t parse_enum(int32_t kind, const std::string& flag, const std::string& tex
     return v;
 }
 
+std::vector<int32_t> parse_enum_list(int32_t kind, const std::string& flag,
+                                     const std::string& text) {
+    std::vector<int32_t> out;
+    for (size_t pos = 0; pos <= text.size();) {
+        const size_t comma = text.find(',', pos);
+        const size_t end = comma == std::string::npos ? text.size() : comma;
+        const int32_t v = parse_enum(kind, flag, text.substr(pos, end - pos));
+        if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return out;
+}
+
 std::string enum_names(int32_t kind) {
     std::vector<std::string> names;
     // Values are small and dense from 1 (CBL_STOP_NONE is 0, and is no flag value).

@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cacheblend.h"
 
@@ -52,6 +53,9 @@ const char* enum_name(int32_t kind, int32_t value);  // "unknown" for a value th
 int32_t parse_enum(int32_t kind, const std::string& flag, const std::string& text);
 // "full, prefix, reuse or blend": the names of a kind, for help texts.
 std::string enum_names(int32_t kind);
+// A comma-separated list of names of `kind` ("hkvd,sink"), each as parse_enum takes it.
+std::vector<int32_t> parse_enum_list(int32_t kind, const std::string& flag,
+                                     const std::string& text);
 inline const char* mode_name(int32_t mode) { return enum_name(CBL_NAMES_MODE, mode); }
 inline const char* search_name(int32_t mode) { return enum_name(CBL_NAMES_SEARCH, mode); }
 inline const char* stop_name(int32_t stop) { return enum_name(CBL_NAMES_STOP, stop); }

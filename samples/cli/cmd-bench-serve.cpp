@@ -278,16 +278,8 @@ int run_bench_serve(const std::vector<std::string>& args) {
     su.threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
     su.max_active = static_cast<int32_t>(a.get_int("max-active", 0, 0, 4096));
     su.max_queued = static_cast<int32_t>(a.get_int("max-queued", 0, -1, 1000000));
-    std::vector<int32_t> modes;
-    const std::string mode_list = a.get_or("mode", "blend");
-    for (size_t pos = 0; pos <= mode_list.size();) {
-        const size_t comma = mode_list.find(',', pos);
-        const std::string m =
-            mode_list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        modes.push_back(parse_enum(CBL_NAMES_MODE, "mode", m));
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-    }
+    const std::vector<int32_t> modes =
+        parse_enum_list(CBL_NAMES_MODE, "mode", a.get_or("mode", "blend"));
     const bool json = a.has("json");
 
     cbl_runtime_params rp;

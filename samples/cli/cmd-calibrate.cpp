@@ -38,16 +38,21 @@ const command_spec& spec() {
                  "(first-token KL)"},
                 {"target", "X",
                  "fidelity/agreement at least X, kl at most X (defaults 0.90 / 0.95 / 0.05)"},
-                {"ratios", "LIST", std::string("ratios to try, ascending (default ") +
-                                       k_default_ratios + ")"},
+                {"ratios", "LIST",
+                 std::string("ratios to try, ascending (default ") + k_default_ratios + ")"},
+                {"policies", "LIST",
+                 "choose among these selection policies too, e.g. hkvd,sink+hkvd (default: "
+                 "--select's policy only)"},
                 {"limit", "N", "records to measure (default 20)"},
                 {"dry-run", "", "measure and print, record nothing"},
                 {"json", "", "print the result as one JSON object"},
             },
             0,
-            "Each record runs full prefill first (the reference), then blend at every ratio; the\n"
-            "metric is the mean over the records. When no ratio meets the target the record says\n"
-            "so and calibrated requests run full prefill (with a notice in their stats).",
+            "Each record runs full prefill first (the reference), then blend at every ratio (of\n"
+            "every policy with --policies); the metric is the mean over the records. The record\n"
+            "keeps the smallest ratio that meets the target and its policy (of policies meeting\n"
+            "it at that ratio, the fastest). When none does the record says so and calibrated\n"
+            "requests run full prefill (with a notice in their stats).",
         };
         for (flag_spec& f : eval_flags()) c.flags.push_back(std::move(f));
         return c;
@@ -86,11 +91,22 @@ int run_calibrate(const std::vector<std::string>& args) {
         parse_double_list("ratios", a.get_or("ratios", k_default_ratios), 0.0, 1.0);
     std::sort(ratios.begin(), ratios.end());
     ratios.erase(std::unique(ratios.begin(), ratios.end()), ratios.end());
+    const blend_tuning tuning = parse_blend_tuning(a);
+    std::vector<int32_t> policies{tuning.select};
+    if (a.has("policies")) {
+        if (a.has("select")) throw usage_error("--policies lists the policies; drop --select");
+        policies = parse_enum_list(CBL_X_NAMES_SELECT, "policies", *a.get("policies"));
+    }
+    // Ratio-major order: the first run that meets the target is at the smallest ratio.
     std::vector<run_spec> runs{{"full", CBL_MODE_FULL, 1.f}};
     for (double r : ratios) {
-        runs.push_back({"blend@" + ratio_label(r), CBL_MODE_BLEND, static_cast<float>(r)});
+        for (int32_t p : policies) {
+            const std::string name = policies.size() > 1
+                                         ? std::string(enum_name(CBL_X_NAMES_SELECT, p)) + "@"
+                                         : std::string("blend@");
+            runs.push_back({name + ratio_label(r), CBL_MODE_BLEND, static_cast<float>(r), p});
+        }
     }
-    const blend_tuning tuning = parse_blend_tuning(a);
     const bool json = a.has("json");
 
     // Default limit 20: enough for a stable mean, minutes rather than hours on a CPU.
@@ -106,14 +122,18 @@ int run_calibrate(const std::vector<std::string>& args) {
     c.ratio = 1.f;
     c.met = false;
     c.value = metric_of(run.sums.back(), metric);
+    size_t chosen = 0;
     for (size_t k = 1; k < runs.size(); ++k) {
         const double v = metric_of(run.sums[k], metric);
-        if (meets(v, metric, target)) {
-            c.ratio = runs[k].ratio;
-            c.met = true;
-            c.value = v;
-            break;
-        }
+        if (!meets(v, metric, target)) continue;
+        if (chosen && runs[k].ratio != runs[chosen].ratio) break;  // a larger ratio: done
+        if (!chosen || run.sums[k].speedup > run.sums[chosen].speedup) chosen = k;
+    }
+    if (chosen) {
+        c.ratio = runs[chosen].ratio;
+        c.select = runs[chosen].select;
+        c.met = true;
+        c.value = metric_of(run.sums[chosen], metric);
     }
     const bool record = !a.has("dry-run");
     if (record) {
@@ -127,6 +147,7 @@ int run_calibrate(const std::vector<std::string>& args) {
         w.field("target", target);
         w.field("met", c.met);
         w.field("ratio", c.ratio);
+        w.field("select", enum_name(CBL_X_NAMES_SELECT, c.select));
         w.field("value", c.value);
         w.field("records", static_cast<int64_t>(c.records));
         w.field("recorded", record);
@@ -136,6 +157,7 @@ int run_calibrate(const std::vector<std::string>& args) {
         for (size_t k = 1; k < runs.size(); ++k) {
             w.begin_object();
             w.field("ratio", runs[k].ratio);
+            w.field("select", enum_name(CBL_X_NAMES_SELECT, runs[k].select));
             w.field("value", metric_of(run.sums[k], metric));
             w.field("ttft_ms_mean", run.sums[k].ttft_mean);
             w.field("speedup_vs_full", run.sums[k].speedup);
@@ -148,9 +170,10 @@ int run_calibrate(const std::vector<std::string>& args) {
         print_table(run.meta, runs, run.sums);
         const char* cmp = metric == "kl" ? "<=" : ">=";
         if (c.met) {
-            std::printf("\ncalibrated: r = %g (%s %.4f %s %g on %d records)%s\n",
-                        static_cast<double>(c.ratio), metric.c_str(), c.value, cmp, target,
-                        c.records, record ? "" : " [dry run: not recorded]");
+            std::printf("\ncalibrated: r = %g, selection %s (%s %.4f %s %g on %d records)%s\n",
+                        static_cast<double>(c.ratio), enum_name(CBL_X_NAMES_SELECT, c.select),
+                        metric.c_str(), c.value, cmp, target, c.records,
+                        record ? "" : " [dry run: not recorded]");
         } else {
             std::printf("\nno ratio up to %g meets %s %s %g (%.4f at the largest) on %d records: "
                         "calibrated requests will run full prefill%s\n",

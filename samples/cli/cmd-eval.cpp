@@ -96,12 +96,7 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
         // selection policies (issue 15) in one pass over the records.
         if (a.has("select")) throw usage_error("--policies lists the policies; drop --select");
         if (ratios.empty()) ratios.push_back(ratio);
-        const std::string list = *a.get("policies");
-        for (size_t p = 0; p <= list.size();) {
-            const size_t comma = list.find(',', p);
-            const std::string name =
-                list.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
-            const int32_t sel = parse_enum(CBL_X_NAMES_SELECT, "policies", name);
+        for (int32_t sel : parse_enum_list(CBL_X_NAMES_SELECT, "policies", *a.get("policies"))) {
             for (double r : ratios) {
                 const std::string label =
                     std::string(enum_name(CBL_X_NAMES_SELECT, sel)) + "@" + ratio_label(r);
@@ -109,8 +104,6 @@ std::vector<run_spec> plan_runs(const parsed_args& a) {
                     runs.push_back({label, CBL_MODE_BLEND, static_cast<float>(r), sel});
                 }
             }
-            if (comma == std::string::npos) break;
-            p = comma + 1;
         }
     } else if (!ratios.empty()) {
         // A ratio list is a blend sweep: it implies blend even when --modes left it out.

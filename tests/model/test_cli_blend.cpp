@@ -389,6 +389,18 @@ TEST_F(CliBlend, CalibrateRecordsTheRatioThatBlendThenUses) {
     EXPECT_DOUBLE_EQ(st["ratio"].num, 0.25);
     EXPECT_EQ(st["mode"].str, "blend");
 
+    // --policies: every policy at every ratio; the record keeps the smallest ratio that met the
+    // target and, of the policies that met it there, the faster.
+    c = calibrate(
+        {"--metric", "kl", "--target", "1e6", "--ratios", "0.5,0.25", "--policies", "sink,hkvd"});
+    EXPECT_DOUBLE_EQ(c["ratio"].num, 0.25);
+    EXPECT_TRUE(c["select"].str == "sink" || c["select"].str == "hkvd") << c["select"].str;
+    ASSERT_EQ(c["points"].size(), 4u);
+    EXPECT_EQ(c["points"][size_t{0}]["select"].str, "sink");
+    EXPECT_DOUBLE_EQ(c["points"][size_t{0}]["ratio"].num, 0.25);
+    st = blend_json(args);
+    EXPECT_DOUBLE_EQ(st["ratio"].num, 0.25);
+
     // A dry run records nothing.
     c = calibrate({"--metric", "kl", "--target", "0", "--ratios", "0.5", "--dry-run"});
     EXPECT_FALSE(c["recorded"].b);
