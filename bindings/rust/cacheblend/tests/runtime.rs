@@ -170,6 +170,7 @@ fn version_build_info_and_devices() {
     assert_eq!(Status::IO_READ.kind(), ErrorKind::Io);
     assert_eq!(Status::IO_READ.primary(), Status::IO);
     assert_eq!(Status(99).kind(), ErrorKind::Other);
+    assert_eq!(Status::BUSY.kind(), ErrorKind::Busy);
     assert!(!Status::ABORTED.description().is_empty());
 }
 
@@ -1328,4 +1329,32 @@ fn hits_carry_the_page_of_a_pdf_and_the_heading_of_html() {
     assert_eq!(res.hits.len(), 1);
     assert_eq!(res.hits[0].heading, "Tides");
     assert_eq!(res.hits[0].page, 0);
+}
+
+#[test]
+fn sessions_past_the_memory_budget_are_no_mem() {
+    let model = match model_or_skip("sessions_past_the_memory_budget_are_no_mem") {
+        Some(m) => m,
+        None => return,
+    };
+    let dir = TempDir::new("memory-budget");
+    let rt = Runtime::open(
+        &RuntimeOptions::new()
+            .model_path(&model)
+            .data_dir(dir.path().join("data"))
+            .n_threads(2)
+            .max_active_requests(1)
+            .max_queued_requests(-1)
+            .session_memory_bytes(64 << 20),
+    )
+    .expect("open runtime");
+    let _first = rt
+        .session(&session_opts())
+        .expect("a 1024-token session fits 64 MB");
+    let err = rt
+        .session(&SessionOptions::new().n_ctx(8192).n_threads(2))
+        .err()
+        .expect("an 8192-token session does not fit beside it");
+    assert_eq!(err.kind(), ErrorKind::NoMem, "{err}");
+    assert!(err.message().contains("session_memory_bytes"), "{err}");
 }
