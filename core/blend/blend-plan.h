@@ -40,6 +40,10 @@ struct blend_engine::plan {
     double lookup_ms = 0;
 
     bool blending = false;             // blend mode with something to blend
+    // Blending under a policy that reads no signal of the computation (sink): it chooses once,
+    // before layer 0, at the last check layer's ratio, so no layer runs on every prompt row
+    // (the dense pass that deviation and query scores need) and the loader streams from layer 0.
+    bool select_early = false;
     std::vector<float> check_ratio;    // share of R kept at each check layer
     std::vector<int32_t> load_layers;  // layers the loader streams, ascending
 };

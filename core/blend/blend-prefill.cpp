@@ -62,12 +62,13 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     blend_stats st;
     plan P;
     plan_and_lookup(req, forced_miss, &P, &st);
+    layer_state L;
+    L.selector = make_token_selector(p_.select);
+    P.select_early = !L.selector->needs_deviation() && !L.selector->needs_query();
     resolve_ratio(&P, &st);
     forward_engine& fwd = s_.engine(P.n);  // the session's engine: no second one for blending
     // Load: from here the loader thread reads stored layers while the layers below compute.
     layer_loader loader(P.hit_readers, P.hit_offset, P.n_reused(), hp.kv_dim(), P.load_layers);
-    layer_state L;
-    L.selector = make_token_selector(p_.select);
     start_active(P, fwd, &L);
     for (int32_t l = 0; l < hp.n_layer; ++l) run_layer(l, P, loader, fwd, &L);
     fwd.logits(static_cast<int64_t>(L.active.size()) - 1, impl_->logits.data());
@@ -138,6 +139,7 @@ void blend_engine::resolve_ratio(plan* P, blend_stats* st) const {
             st->fallback_reason.empty() ? calib_note_ : calib_note_ + "; " + st->fallback_reason;
     }
     P->blending = p_.mode == blend_mode::blend && NR > 0;
+    P->select_early = P->blending && P->select_early;
     float ratio =
         p_.mode == blend_mode::blend ? p_.ratio : (p_.mode == blend_mode::full ? 1.f : 0.f);
     const impl& I = *impl_;
@@ -156,18 +158,38 @@ void blend_engine::resolve_ratio(plan* P, blend_stats* st) const {
     P->check_ratio.assign(p_.check_layers.size(), ratio);
     if (!p_.check_ratios.empty() && !p_.ratio_auto) P->check_ratio = p_.check_ratios;
     if (NR > 0) {
-        const int32_t first = P->blending ? p_.check_layers[0] : 0;
+        const int32_t first = P->blending && !P->select_early ? p_.check_layers[0] : 0;
         for (int32_t l = first; l < hp.n_layer; ++l) P->load_layers.push_back(l);
     }
 }
 
 // Layer 0's rows: all of them when blending (the check layer needs fresh KV of reused rows to
-// compare), else only the rows not reused. Embeds them at their prompt positions.
+// compare), else only the rows not reused; a signal-free policy (P.select_early) chooses its
+// reused rows here, before anything is computed. Embeds them at their prompt positions.
 void blend_engine::start_active(const plan& P, forward_engine& fwd, layer_state* L) const {
     for (int64_t i = 0; i < P.n; ++i) {
         if (P.blending || P.reused_index[static_cast<size_t>(i)] < 0) {
             L->active.push_back(static_cast<int32_t>(i));
         }
+    }
+    if (P.select_early) {
+        // The final budget at once: what gradual check ratios would leave after the last check.
+        const auto t_sel = clock_type::now();
+        select_args a;
+        a.active = &L->active;
+        a.reused_index = &P.reused_index;
+        a.hit_offset = &P.hit_offset;
+        a.kv_dim = s_.get_model().hparams().kv_dim();
+        a.n_reused = P.n_reused();
+        a.ratio = P.check_ratio.back();
+        select_prepare(s_.get_backend(), a, *L->selector, &L->sel, &L->cand, &L->sel_in);
+        select_finish(a, *L->selector, L->sel_in, L->cand, &L->keep);
+        std::vector<int32_t> kept(L->keep.size());
+        for (size_t i = 0; i < L->keep.size(); ++i) {
+            kept[i] = L->active[static_cast<size_t>(L->keep[i])];
+        }
+        L->active.swap(kept);
+        L->select_ms += ms_between(t_sel, clock_type::now());
     }
     std::vector<token_id> act_tokens(L->active.size());
     for (size_t i = 0; i < L->active.size(); ++i) {
@@ -203,7 +225,7 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         std::tie(ck, cv) = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
     }
     const auto ci = std::find(p_.check_layers.begin(), p_.check_layers.end(), l);
-    const bool is_check = P.blending && ci != p_.check_layers.end();
+    const bool is_check = P.blending && !P.select_early && ci != p_.check_layers.end();
     select_args a;
     if (is_check) {
         const auto t_sel = clock_type::now();
@@ -326,7 +348,9 @@ void blend_engine::update_rates(const plan& P, const layer_state& L, const layer
         const auto n_act = static_cast<int64_t>(L.active.size());
         const double row_layers =
             static_cast<double>(n_act) * s_.get_model().hparams().n_layer +
-            (P.blending ? static_cast<double>(P.n - n_act) * (p_.check_layers.back() + 1) : 0.0);
+            (P.blending && !P.select_early
+                 ? static_cast<double>(P.n - n_act) * (p_.check_layers.back() + 1)
+                 : 0.0);
         const double t = st.compute_ms / std::max(1.0, row_layers);
         I.row_layer_ms = I.row_layer_ms > 0 ? 0.7 * I.row_layer_ms + 0.3 * t : t;
     }

@@ -2,7 +2,9 @@
 // computed. The blend engine gathers the signals a policy asks for (core/blend/blend-select.h) and
 // the policy only chooses, so each one is a small pure function testable on a constructed case.
 //   hkvd        the rows whose fresh KV deviates most from the stored one (CacheBlend; the default)
-//   sink        the first tokens of every reused chunk (EPIC/LegoLink: the repeated attention sinks)
+//   sink        the first tokens of every reused chunk (EPIC/LegoLink: the repeated attention sinks);
+//               it reads no signal, so the engine chooses before layer 0 and runs no layer on
+//               every prompt row (blend-plan.h, select_early)
 //   sink+hkvd   a small fixed sink per chunk, the rest of the budget by deviation
 //   query       the rows the question's rows attend to most at the check layer (ProphetKV-style)
 //   query+hkvd  half the budget by the question's attention, the other half by deviation

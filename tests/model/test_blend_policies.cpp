@@ -134,6 +134,13 @@ TEST_F(BlendPolicyTest, SinkRecomputesEachChunksFirstTokens) {
         {first_row_[0], first_row_[0] + 1, first_row_[0] + 2, first_row_[1], first_row_[1] + 1,
          first_row_[2], first_row_[2] + 1});
     EXPECT_EQ(std::set<int32_t>(st.recomputed_rows.begin(), st.recomputed_rows.end()), expect);
+    // sink reads no signal: it chooses before layer 0 and no layer runs on every prompt row,
+    // where hkvd needs layer 0 on all of them for its deviation at layer 1.
+    EXPECT_EQ(st.dense_ms, 0);
+    blend_stats hkvd;
+    run(blend_mode::blend, 6.5f / static_cast<float>(n_reused_), select_policy::hkvd, &hkvd);
+    EXPECT_GT(hkvd.dense_ms, 0);
+    EXPECT_EQ(hkvd.tokens_recomputed, st.tokens_recomputed) << "the same budget";
 }
 
 // Brute force of the question's attention at layer 1: layers 0 and 1 of the whole prompt in
