@@ -657,6 +657,8 @@ typedef struct cbl_stats {
     double dense_ms;          /* of compute_ms: work on every prompt row (blend: the layers
                                  before the check layer and its Q/K/V projection; full: all) */
     double relocate_ms;       /* of compute_ms: rotating stored K into the cache */
+    double queue_ms;          /* the call's wait for a turn at the runtime's admission
+                                 (max_active_requests); not part of ttft_ms */
 } cbl_stats;
 
 static inline void cbl_stats_init(cbl_stats *s) {

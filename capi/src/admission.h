@@ -10,12 +10,14 @@ namespace cacheblend::capi {
 
 // Call after the session's busy_scope (the call owns the session). Holds the returned pass for
 // the whole call.
+// Holds the returned pass for the whole call; s->queue_ms gets the wait (the stats' queue_ms).
 inline request_gate::pass admit(cbl_session* s) {
+    s->queue_ms = 0;
     if (!s->rt) return request_gate::pass();
     // A cancel made while no call ran is stale ("without a running call it does nothing").
     s->s->clear_cancel();
     rag_session* rs = s->s.get();
-    return s->rt->requests().enter([rs] { return rs->cancelled(); });
+    return s->rt->requests().enter([rs] { return rs->cancelled(); }, &s->queue_ms);
 }
 
 }  // namespace cacheblend::capi

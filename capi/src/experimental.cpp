@@ -175,6 +175,7 @@ cbl_status cbl_x_session_prefill_prompt(cbl_session* session, const cbl_x_prompt
         if (!out_stats) return CBL_OK;
         cbl_stats out = cacheblend::capi::to_stats(st, nullptr, session->notice);
         out.n_ctx = session->s->n_ctx();
+        out.queue_ms = session->queue_ms;
         return write_out(cbl_fn, out, out_stats);
     });
 }

@@ -56,4 +56,5 @@ struct cbl_session {
     std::atomic<uint32_t> state{0};
     std::string notice;             // of the last prefill_chunks (its stats.notice)
     cacheblend::blend_stats last;   // of the last prefill: the stats of the answer after it
+    double queue_ms = 0;            // the running call's wait for a turn (capi/src/admission.h)
 };

@@ -58,6 +58,7 @@ cbl_status prefill_done(const char* fn, cbl_session* session, double ms, cbl_sta
     if (!out) return CBL_OK;
     cbl_stats st = cacheblend::capi::to_stats(b, nullptr, session->notice);
     st.n_ctx = session->s->n_ctx();
+    st.queue_ms = session->queue_ms;
     return write_out(fn, st, out);
 }
 
@@ -146,6 +147,7 @@ cbl_status cbl_session_ask(cbl_session* session, const char* question,
         auto a = make_answer(r.gen, r.blend, std::move(r.notice));
         a->citations = std::move(r.citations);
         a->stats.search_ms = r.search_ms;
+        a->stats.queue_ms = session->queue_ms;
         a->stats.store_ms = r.store_ms;
         a->stats.search_mode = cacheblend::capi::search_code(r.searched);
         a->stats.n_ctx = session->s->n_ctx();
@@ -177,8 +179,9 @@ cbl_status cbl_session_prefill_chunks(cbl_session* session, const char* const* c
         session->notice = st.fallback_reason;
         session->last = st;
         if (!out_stats) return CBL_OK;
-        return write_out(cbl_fn, cacheblend::capi::to_stats(st, nullptr, session->notice),
-                         out_stats);
+        cbl_stats out = cacheblend::capi::to_stats(st, nullptr, session->notice);
+        out.queue_ms = session->queue_ms;
+        return write_out(cbl_fn, out, out_stats);
     });
 }
 
@@ -237,6 +240,7 @@ cbl_status cbl_session_generate(cbl_session* session, const cbl_generate_params*
             session->s->generate(gp, cacheblend::capi::to_token_callback(p.on_token, p.user_data));
         auto a = make_answer(g, session->last, session->notice);
         a->stats.prompt_tokens = g.stats.prompt_tokens;
+        a->stats.queue_ms = session->queue_ms;
         a->stats.n_ctx = session->s->n_ctx();
         *out_answer = a.release();
         return CBL_OK;

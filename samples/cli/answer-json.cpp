@@ -36,6 +36,7 @@ void write_blend_stats(json_writer& w, const cbl_stats& s) {
     w.field("compute_ms", s.compute_ms);
     w.field("dense_ms", s.dense_ms);
     w.field("relocate_ms", s.relocate_ms);
+    w.field("queue_ms", s.queue_ms);
     w.field("tokens_total", s.prompt_tokens);
     w.field("tokens_reused", s.tokens_reused);
     w.field("tokens_recomputed", s.tokens_recomputed);

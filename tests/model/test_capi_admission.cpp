@@ -144,6 +144,58 @@ TEST(CapiAdmission, AWaitingCallIsCancelledWithItsSession) {
     cbl_session_free(b);
 }
 
+// A call that waited for its turn says how long (stats.queue_ms, not part of its TTFT); one
+// that went in at once says 0.
+TEST(CapiAdmission, AQueuedCallReportsItsWait) {
+    CBL_REQUIRE_DEFAULT_MODEL(model);
+    cbltest::fact_runtime fr;
+    open_one_slot_runtime(model, 4, &fr);
+    ASSERT_NE(fr.rt, nullptr);
+    cbl_session* a = make_session(fr.rt);
+    cbl_session* b = make_session(fr.rt);
+    ASSERT_TRUE(a && b);
+    struct probe_t {
+        cbl_session* waiting;
+        std::thread t;
+        double queue_ms = -1;
+        cbl_status status = CBL_ERROR;
+        bool done = false;
+    } probe{b, {}};
+    cbl_ask_params ap = short_ask();
+    ap.user_data = &probe;
+    ap.on_token = [](const char*, size_t, int32_t, void* ud) {
+        auto* p = static_cast<probe_t*>(ud);
+        if (p->done) return true;
+        p->done = true;
+        p->t = std::thread([p] {
+            const cbl_ask_params q = short_ask();
+            cbl_answer* ans = nullptr;
+            p->status = cbl_session_ask(p->waiting, k_question, &q, &ans);
+            cbl_stats st;
+            cbl_stats_init(&st);
+            if (p->status == CBL_OK && cbl_answer_stats(ans, &st) == CBL_OK) {
+                p->queue_ms = st.queue_ms;
+            }
+            cbl_answer_free(ans);
+        });
+        // Hold the only slot a while: b queues behind it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return true;
+    };
+    cbl_answer* first = nullptr;
+    ASSERT_EQ(cbl_session_ask(a, k_question, &ap, &first), CBL_OK) << cbl_last_error();
+    cbl_stats st;
+    cbl_stats_init(&st);
+    ASSERT_EQ(cbl_answer_stats(first, &st), CBL_OK);
+    EXPECT_EQ(st.queue_ms, 0) << "a went in at once";
+    cbl_answer_free(first);
+    probe.t.join();
+    EXPECT_EQ(probe.status, CBL_OK);
+    EXPECT_GE(probe.queue_ms, 100.0) << "b waited for a's turn";
+    cbl_session_free(a);
+    cbl_session_free(b);
+}
+
 TEST(CapiAdmission, SessionsPastTheMemoryBudgetFailWithNomem) {
     CBL_REQUIRE_DEFAULT_MODEL(model);
     cbl_runtime_params rp;

@@ -151,6 +151,7 @@ type Stats struct {
 	BytesRemote      uint64        // of BytesLoaded: read from the shared tier
 	Dense            time.Duration // of Compute: work on every prompt row (blend: the layers before the check layer)
 	Relocate         time.Duration // of Compute: rotating stored K into the cache
+	Queue            time.Duration // the call's wait for a turn at the runtime's admission (not in TTFT)
 }
 
 func ms(v C.double) time.Duration { return time.Duration(float64(v) * float64(time.Millisecond)) }
@@ -187,6 +188,7 @@ func statsFromC(s *C.cbl_stats) Stats {
 		BytesRemote:      uint64(s.bytes_remote),
 		Dense:            ms(s.dense_ms),
 		Relocate:         ms(s.relocate_ms),
+		Queue:            ms(s.queue_ms),
 	}
 }
 

@@ -392,6 +392,7 @@ pub struct cbl_stats {
     pub bytes_remote: u64,
     pub dense_ms: f64,
     pub relocate_ms: f64,
+    pub queue_ms: f64,
 }
 
 init_fn! {

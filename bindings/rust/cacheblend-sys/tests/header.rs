@@ -505,7 +505,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                     prompt_tokens, tokens_reused, tokens_recomputed, tokens_missed, bytes_loaded,
                     chunks_hit, chunks_missed, chunks_used, chunks_dropped, generated_tokens,
                     stop_reason, search_mode, n_ctx, notice, tokens_remote, bytes_remote,
-                    dense_ms, relocate_ms }
+                    dense_ms, relocate_ms, queue_ms }
     }
 }
 

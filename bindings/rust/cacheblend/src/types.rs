@@ -174,6 +174,8 @@ pub struct Stats {
     pub dense_ms: f64,
     /// Of `compute_ms`: rotating stored K into the cache.
     pub relocate_ms: f64,
+    /// The call's wait for a turn at the runtime's admission (not part of `ttft_ms`).
+    pub queue_ms: f64,
 }
 
 impl Stats {
@@ -213,6 +215,7 @@ impl Stats {
             bytes_remote: s.bytes_remote,
             dense_ms: s.dense_ms,
             relocate_ms: s.relocate_ms,
+            queue_ms: s.queue_ms,
         }
     }
 }
