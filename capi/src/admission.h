@@ -8,9 +8,8 @@
 
 namespace cacheblend::capi {
 
-// Call after the session's busy_scope (the call owns the session). Holds the returned pass for
-// the whole call.
-// Holds the returned pass for the whole call; s->queue_ms gets the wait (the stats' queue_ms).
+// Call after the session's busy_scope (the call owns the session) and hold the returned pass for
+// the whole call; s->queue_ms gets the wait (the stats' queue_ms).
 inline request_gate::pass admit(cbl_session* s) {
     s->queue_ms = 0;
     if (!s->rt) return request_gate::pass();
