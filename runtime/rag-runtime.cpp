@@ -15,6 +15,7 @@
 #include "core/util/file-io.h"
 #include "core/util/xdg-dirs.h"
 #include "retrieval/embedder.h"
+#include "runtime/rag-session.h"
 
 namespace cacheblend {
 namespace {
@@ -161,22 +162,31 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
         return !user || user(pr);
     };
     if (precompute_kv) {
-        p.precompute_kv = [this](const chunk_info& ch) {
-            std::lock_guard<std::mutex> lock(precompute_mu_);
-            if (!precompute_engine_) {
+        // One session per ingest call, made at the first chunk that needs KV and freed with the
+        // call's parameters, with a context just big enough for the chunks it has seen: its KV
+        // cache and scratch count against the session budget only while an ingest computes, and
+        // only as much as a chunk needs (a whole-context session would hold hundreds of MB).
+        // Ingests run their chunks one at a time, so the session needs no lock.
+        auto pre = std::make_shared<std::unique_ptr<rag_session>>();
+        p.precompute_kv = [this, pre](const chunk_info& ch) {
+            // The question is a placeholder: a chunk's KV depends only on what precedes it.
+            const blend_request req =
+                build_blend_request(*llm_, default_rag_prompt({ch.text}, "?"));
+            const int64_t need = static_cast<int64_t>(req.preamble.size() + req.chunks[0].size());
+            if (!*pre || (*pre)->n_ctx() < need) {
+                pre->reset();  // its memory goes back before the bigger one reserves
                 session_params sp;
                 sp.n_threads = n_threads_;
                 sp.device = device_;
-                sp.n_ctx = std::min(llm_->hparams().n_ctx_train, 8192);
                 sp.shared_compute = shared_compute();
                 sp.memory = memory_;
-                precompute_session_ = std::make_unique<session>(llm_, sp);
-                precompute_engine_ =
-                    std::make_unique<blend_engine>(*precompute_session_, blend_kv_);
+                // Rounded up so chunks of similar length share one session; a chunk past the
+                // model's context gets precompute's range error.
+                const int64_t limit = std::min(llm_->hparams().n_ctx_train, 8192);
+                sp.n_ctx = static_cast<int32_t>(std::min(limit, (need + 255) / 256 * 256));
+                *pre = std::make_unique<rag_session>(llm_, blend_kv_, sp, blend_params{});
             }
-            const blend_request req = build_blend_request(*llm_, default_rag_prompt({ch.text}, "?"));
-            precompute_engine_->precompute_chunk(req.preamble, req.chunks[0]);
-            return precompute_engine_->key_of(req.preamble, req.chunks[0]).hex();
+            return (*pre)->precompute_chunk(req.preamble, req.chunks[0]).hex();
         };
     }
     return p;

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -165,10 +164,6 @@ private:
     std::unique_ptr<request_gate> gate_;
     std::shared_ptr<memory_budget> memory_;
     std::atomic<uint64_t> interrupt_epoch_{0};
-    // Eager precompute runs inside ingest (already serialized); its session is made on first use.
-    std::mutex precompute_mu_;
-    std::unique_ptr<session> precompute_session_;
-    std::unique_ptr<blend_engine> precompute_engine_;
 };
 
 }  // namespace cacheblend

@@ -138,6 +138,12 @@ int64_t rag_session::precompute_prompt(const rag_prompt_text& text) {
     return computed;
 }
 
+chunk_key rag_session::precompute_chunk(const std::vector<token_id>& preamble,
+                                        const std::vector<token_id>& chunk) {
+    engine().precompute_chunk(preamble, chunk);
+    return engine().key_of(preamble, chunk);
+}
+
 double rag_session::prefill_tokens(const std::vector<token_id>& tokens) {
     sess_.clear_cancel();
     pending_ = false;

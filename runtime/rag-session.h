@@ -55,6 +55,10 @@ public:
     blend_stats prefill_prompt(const rag_prompt_text& text);
     // Stores the KV of each of the prompt's chunks that the store lacks; returns how many.
     int64_t precompute_prompt(const rag_prompt_text& text);
+    // Stores the KV of one chunk after the preamble unless the store has it; returns its store
+    // key either way. Throws status::range when they exceed the session's context.
+    chunk_key precompute_chunk(const std::vector<token_id>& preamble,
+                               const std::vector<token_id>& chunk);
     // Plain prefill of a whole prompt (no chunk reuse): the logits wait for generate().
     // Returns the prefill time in ms.
     double prefill_tokens(const std::vector<token_id>& tokens);

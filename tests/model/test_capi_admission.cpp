@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -244,6 +245,49 @@ TEST(CapiAdmission, SessionsPastTheMemoryBudgetFailWithNomem) {
     made.push_back(make_session(fr.rt));
     EXPECT_NE(made.back(), nullptr);
     for (cbl_session* x : made) cbl_session_free(x);
+}
+
+// How many 512-token sessions the runtime's budget admits now (all freed again).
+size_t sessions_that_fit(cbl_runtime* rt) {
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = 512;
+    std::vector<cbl_session*> made;
+    for (int i = 0; i < 16; ++i) {
+        cbl_session* x = nullptr;
+        if (cbl_session_create(rt, &sp, &x) != CBL_OK) break;
+        made.push_back(x);
+    }
+    for (cbl_session* x : made) cbl_session_free(x);
+    return made.size();
+}
+
+TEST(CapiAdmission, IngestPrecomputeFitsTheBudgetAndGivesItBack) {
+    CBL_REQUIRE_DEFAULT_MODEL(model);
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.n_threads = 1;
+    rp.session_memory_bytes = 64ull << 20;
+    cbltest::fact_runtime fr;
+    cbltest::open_fact_runtime(model, rp, &fr);
+    ASSERT_NE(fr.rt, nullptr);
+    const size_t before = sessions_that_fit(fr.rt);
+    ASSERT_GE(before, 1u) << cbl_last_error();
+
+    // Precompute runs in a session sized to the chunk (a whole-context one, 8192 tokens, would
+    // not fit this budget) and frees it when the ingest returns.
+    cbl_ingest_params ip;
+    cbl_ingest_params_init(&ip);
+    ip.precompute_kv = true;
+    const char* text = "The Rhine flows from the Swiss Alps to the North Sea.";
+    ASSERT_EQ(cbl_runtime_ingest_text(fr.rt, "mem://rhine", text, std::strlen(text), &ip, nullptr),
+              CBL_OK)
+        << cbl_last_error();
+    cbl_corpus_stats st;
+    cbl_corpus_stats_init(&st);
+    ASSERT_EQ(cbl_runtime_stats(fr.rt, &st), CBL_OK);
+    EXPECT_EQ(st.kv_entries, 5) << "every chunk without KV is precomputed";
+    EXPECT_EQ(sessions_that_fit(fr.rt), before) << "the precompute session still holds memory";
 }
 
 }  // namespace
