@@ -27,6 +27,11 @@ bool with_weight_type(dtype t, F&& f) {
         case dtype::q5_0: f(hd::deq_q5_0{}); return true;
         case dtype::q5_1: f(hd::deq_q5_1{}); return true;
         case dtype::q8_0: f(hd::deq_q8_0{}); return true;
+        case dtype::q2_k: f(hd::deq_q2_k{}); return true;
+        case dtype::q3_k: f(hd::deq_q3_k{}); return true;
+        case dtype::q4_k: f(hd::deq_q4_k{}); return true;
+        case dtype::q5_k: f(hd::deq_q5_k{}); return true;
+        case dtype::q6_k: f(hd::deq_q6_k{}); return true;
         default: return false;
     }
 }

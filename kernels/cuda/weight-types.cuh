@@ -1,6 +1,8 @@
 // The weight types the CUDA backend reads, as X-macro lists of kernels/cuda/math/dequant.h traits:
 // dequant.cu and gemv.cu instantiate their kernels from them, dispatch.cu maps dtype -> traits.
-// K-quants (q2_k..q6_k) are not here yet: matmul on them throws status::unsupported.
+// K-quants are read element by element from their 256-element super-blocks like the others
+// (correct and bit-identical to the CPU's dequantization; a kernel that decodes a super-block's
+// scales once per warp is the faster form still to come). q8_k is an activation format only.
 #pragma once
 
 #include "kernels/cuda/math/dequant.h"
@@ -13,4 +15,9 @@
     X(hd::deq_q4_1)                      \
     X(hd::deq_q5_0)                      \
     X(hd::deq_q5_1)                      \
-    X(hd::deq_q8_0)
+    X(hd::deq_q8_0)                      \
+    X(hd::deq_q2_k)                      \
+    X(hd::deq_q3_k)                      \
+    X(hd::deq_q4_k)                      \
+    X(hd::deq_q5_k)                      \
+    X(hd::deq_q6_k)

@@ -166,8 +166,11 @@ cb::weight_view view_of(dtype type, const cb::backend_buffer& b, int64_t rows, i
     return w;
 }
 
-const dtype k_weight_types[] = {dtype::f32,  dtype::f16,  dtype::bf16, dtype::q4_0,
-                                dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q8_0};
+// Every type GGUF files of the supported architectures carry, K-quants included (the default
+// models are Q4_K_M: q4_K, q6_K, q5_0, q8_0).
+const dtype k_weight_types[] = {dtype::f32,  dtype::f16,  dtype::bf16, dtype::q4_0, dtype::q4_1,
+                                dtype::q5_0, dtype::q5_1, dtype::q8_0, dtype::q2_k, dtype::q3_k,
+                                dtype::q4_k, dtype::q5_k, dtype::q6_k};
 
 std::string shape(const char* op, dtype t, int64_t a, int64_t b, int64_t c) {
     return std::string(op) + " " + cb::dtype_name(t) + " " + std::to_string(a) + "x" +
@@ -200,7 +203,7 @@ TEST(BackendOps, Matmul) {
 
 TEST(BackendOps, GetRows) {
     for (dtype t : k_weight_types) {
-        const int64_t rows = 50, cols = 128, ldy = cols + 4;
+        const int64_t rows = 50, cols = 256, ldy = cols + 4;  // one K-quant super-block
         const std::vector<uint8_t> w = make_weights(t, rows, cols, 4);
         const std::vector<int32_t> ids = {0, 49, 7, 7, 13, -1, 50, 1000};  // outside: zero rows
         const std::vector<float> y0(ids.size() * ldy, 7.f);

@@ -147,8 +147,45 @@ static_assert(offsetof(cb::qimpl::block_q5_0, qh) == 2 && offsetof(cb::qimpl::bl
 static_assert(offsetof(cb::qimpl::block_q5_1, qh) == 4 && offsetof(cb::qimpl::block_q5_1, qs) == 8,
               "q5_1 qh, qs");
 static_assert(offsetof(cb::qimpl::block_q8_0, qs) == 2, "q8_0 qs");
+static_assert(hd::deq_q2_k::block_bytes == sizeof(cb::qimpl::block_q2_k), "q2_k");
+static_assert(hd::deq_q3_k::block_bytes == sizeof(cb::qimpl::block_q3_k), "q3_k");
+static_assert(hd::deq_q4_k::block_bytes == sizeof(cb::qimpl::block_q4_k), "q4_k");
+static_assert(hd::deq_q5_k::block_bytes == sizeof(cb::qimpl::block_q5_k), "q5_k");
+static_assert(hd::deq_q6_k::block_bytes == sizeof(cb::qimpl::block_q6_k), "q6_k");
+static_assert(offsetof(cb::qimpl::block_q2_k, qs) == 16 &&
+                  offsetof(cb::qimpl::block_q2_k, d) == 80 &&
+                  offsetof(cb::qimpl::block_q2_k, dmin) == 82,
+              "q2_k qs, d, dmin");
+static_assert(offsetof(cb::qimpl::block_q3_k, qs) == 32 &&
+                  offsetof(cb::qimpl::block_q3_k, scales) == 96 &&
+                  offsetof(cb::qimpl::block_q3_k, d) == 108,
+              "q3_k qs, scales, d");
+static_assert(offsetof(cb::qimpl::block_q4_k, scales) == 4 &&
+                  offsetof(cb::qimpl::block_q4_k, qs) == 16,
+              "q4_k scales, qs");
+static_assert(offsetof(cb::qimpl::block_q5_k, qh) == 16 &&
+                  offsetof(cb::qimpl::block_q5_k, qs) == 48,
+              "q5_k qh, qs");
+static_assert(offsetof(cb::qimpl::block_q6_k, qh) == 128 &&
+                  offsetof(cb::qimpl::block_q6_k, scales) == 192 &&
+                  offsetof(cb::qimpl::block_q6_k, d) == 208,
+              "q6_k qh, scales, d");
 
 namespace {
+
+// Byte offsets of a block's f16 scales.
+std::vector<int> f16_scale_offsets(dtype type) {
+    switch (type) {
+        case dtype::q4_1:
+        case dtype::q5_1:
+        case dtype::q4_k:
+        case dtype::q5_k: return {0, 2};
+        case dtype::q2_k: return {80, 82};
+        case dtype::q3_k: return {108};
+        case dtype::q6_k: return {208};
+        default: return {0};
+    }
+}
 
 // Random rows of `type`: quantized real data, then the same bytes with random quants and random
 // finite scales (every nibble / fifth bit / int8 pattern occurs).
@@ -163,14 +200,13 @@ std::vector<uint8_t> random_rows(dtype type, int64_t n_rows, int64_t cols, uint3
         cb::quantize_row(type, src.data() + r * cols, row, cols);
         if (r % 2 == 0 || T::block_elems == 1) continue;
         for (size_t b = 0; b < rb; ++b) row[b] = uint8_t(rng());
-        // d (and m) at offset 0 (and 2) of every block: finite halves, so comparisons are of
+        // The block's f16 scales (d, and m or dmin) made finite halves, so comparisons are of
         // numbers, not of NaN payloads.
-        const int n_scales = (type == dtype::q4_1 || type == dtype::q5_1) ? 2 : 1;
         for (int64_t blk = 0; blk < cols / T::block_elems; ++blk) {
-            for (int s = 0; s < n_scales; ++s) {
+            for (int off : f16_scale_offsets(type)) {
                 const uint16_t h = cb::fp32_to_fp16(std::uniform_real_distribution<float>(
                     -2.f, 2.f)(rng));
-                std::memcpy(row + blk * T::block_bytes + 2 * s, &h, 2);
+                std::memcpy(row + blk * T::block_bytes + off, &h, 2);
             }
         }
     }
@@ -180,12 +216,12 @@ std::vector<uint8_t> random_rows(dtype type, int64_t n_rows, int64_t cols, uint3
 template <typename T>
 void check_dequant(dtype type) {
     SCOPED_TRACE(cb::dtype_name(type));
-    const int64_t cols = 256, n_rows = 8;
+    const int64_t cols = 512, n_rows = 8;  // two K-quant super-blocks per row
     const size_t rb = cb::dtype_row_bytes(type, cols);
     const std::vector<uint8_t> data = random_rows<T>(type, n_rows, cols, 11);
     for_each_isa([&](cb::cpu_isa) {
         std::vector<float> cpu(static_cast<size_t>(cols));
-        float blk[32];
+        float blk[T::block_elems];
         for (int64_t r = 0; r < n_rows; ++r) {
             const uint8_t* row = data.data() + r * rb;
             cb::dequantize_row(type, row, cpu.data(), cols);
@@ -213,6 +249,11 @@ TEST(CudaDeviceMath, DequantMatchesCpu) {
     check_dequant<hd::deq_q5_0>(dtype::q5_0);
     check_dequant<hd::deq_q5_1>(dtype::q5_1);
     check_dequant<hd::deq_q8_0>(dtype::q8_0);
+    check_dequant<hd::deq_q2_k>(dtype::q2_k);
+    check_dequant<hd::deq_q3_k>(dtype::q3_k);
+    check_dequant<hd::deq_q4_k>(dtype::q4_k);
+    check_dequant<hd::deq_q5_k>(dtype::q5_k);
+    check_dequant<hd::deq_q6_k>(dtype::q6_k);
 }
 
 // ---- RMSNorm --------------------------------------------------------------------------------

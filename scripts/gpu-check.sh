@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The CUDA backend's check on a GPU (issue 16; README, "GPU check"), one command on a bare GPU
+# machine with the repository, fetching nothing: builds the engine alone for the GPU it finds
+# (CBL_ENGINE_ONLY: kernels + core + tests/gpu; no FAISS, documents or C ABI, which such machines
+# lack), runs the GPU tests against the CPU (op by op, then whole models: greedy decoding,
+# a 4096-token context, blend at r = 1 = full), then cbl-engine-bench on the GPU and on the CPU
+# (prefill 512, decode 128, full vs blend TTFT of a 6-chunk prompt) on the models blown up to
+# their full shape, and prints one summary. About 5 minutes on an H100.
+#
+# GPU machines here take at most 64 MiB of files and reach no network, so the models travel cut
+# down to a layer or two and part of their vocabulary (real weights and quant types), with what
+# the build needs that such a machine lacks (SQLite's header and library, GoogleTest's source):
+#   bash scripts/gpu-check.sh --prepare   # here, after scripts/build.sh: fills gpu-check/ (git-
+#                                         # ignored, about 52 MB) from the model cache
+#   bash scripts/gpu-check.sh             # there (the device tool: carry gpu-check), writes
+#                                         # the summary to stdout and logs to ${OUT:-gpu-check/out}
+#   bash scripts/gpu-check.sh --build-only  # anywhere with nvcc: the build and the host test only
+#                                           # (sm_90 unless CUDA_ARCH says), to check the build
+#   GPU_CHECK_SELFTEST=1 bash scripts/gpu-check.sh  # anywhere with nvcc: the whole flow with the
+#                                           # CPU standing in for the GPU (the tests' self-tests)
+# Environment: GPU_CHECK_DIR (gpu-check), BUILD_DIR (build-gpu), CUDA_ARCH (from nvidia-smi).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+die() { echo "gpu-check: error: $*" >&2; exit 1; }
+dir=${GPU_CHECK_DIR:-gpu-check}
+
+# name  source model   layers  vocabulary. The default model and the test suite's; the 0.5B
+# (one layer: 17 MB) does not fit beside them, and its Q5_0/Q8_0 weights are in test_backend_ops.
+models=(
+  "smollm2-135m       smollm2-135m       2 8192"
+  "qwen2.5-coder-1.5b qwen2.5-coder-1.5b 1 4096"
+)
+
+if [[ ${1:-} == --prepare ]]; then
+  reshape=${BUILD:-build}/bin/cbl-gguf-reshape
+  [[ -x $reshape ]] || die "$reshape not built (bash scripts/build.sh)"
+  rm -rf "$dir" && mkdir -p "$dir/include" "$dir/lib"
+  for m in "${models[@]}"; do
+    read -r name src layers vocab <<<"$m"
+    full=$(bash scripts/fetch-model.sh "$src")
+    "$reshape" "$full" "$dir/$name.cut.gguf" --layers "$layers" --vocab "$vocab"
+    # The full shape to blow the cut model up to there, from the real file.
+    python3 - "$full" >"$dir/$name.shape" <<'PY'
+import struct, sys
+# GGUF v3 header: the block count and the vocabulary size from the metadata (scalars only).
+f = open(sys.argv[1], 'rb'); f.read(8)
+n_tensors, n_kv = struct.unpack('<QQ', f.read(16))
+def s(): n, = struct.unpack('<Q', f.read(8)); return f.read(n).decode('utf-8', 'replace')
+size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+fmt = {0: '<B', 1: '<b', 2: '<H', 3: '<h', 4: '<I', 5: '<i', 6: '<f', 7: '<?', 10: '<Q', 11: '<q', 12: '<d'}
+layers = vocab = None
+for _ in range(n_kv):
+    k = s(); t, = struct.unpack('<I', f.read(4))
+    if t == 8: s(); continue
+    if t == 9:
+        et, n = struct.unpack('<IQ', f.read(12))
+        if k == 'tokenizer.ggml.tokens': vocab = n
+        if et == 8:
+            for _ in range(n): s()
+        else: f.seek(size[et] * n, 1)
+        continue
+    v, = struct.unpack(fmt[t], f.read(size[t]))
+    if k.endswith('.block_count'): layers = v
+print(layers, vocab)
+PY
+  done
+  cp /usr/include/sqlite3.h "$dir/include/"
+  cp -L /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 "$dir/lib/"
+  cp -r /usr/src/googletest/googletest "$dir/googletest"  # GoogleTest alone, no GoogleMock
+  du -sh "$dir"
+  echo "gpu-check: ready; on the GPU machine run: bash scripts/gpu-check.sh (carry $dir)"
+  exit 0
+fi
+
+[[ -d $dir ]] || die "$dir/ missing: run 'bash scripts/gpu-check.sh --prepare' where the models are"
+out=${OUT:-$dir/out}
+mkdir -p "$out"
+build=${BUILD_DIR:-build-gpu}
+t0=$SECONDS
+build_only=0
+[[ ${1:-} == --build-only ]] && build_only=1
+gpu=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -1 || true)
+selftest=${GPU_CHECK_SELFTEST:-0}
+devices=(cuda:0 cpu)
+if ((selftest)); then
+  gpu="none (self-test: a second CPU backend stands in), 9.0"
+  devices=(cpu)
+  export CBL_CUDA_MODEL_SELFTEST=1 CBL_BACKEND_OPS_SELFTEST=1
+elif [[ -z $gpu ]]; then
+  ((build_only)) || die "nvidia-smi finds no GPU (--build-only checks the build without one)"
+  gpu="no GPU, 9.0"
+fi
+arch=${CUDA_ARCH:-$(echo "${gpu##*, }" | tr -d '.')}
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+
+sqlite=()
+if [[ ! -f /usr/include/sqlite3.h ]]; then
+  lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 2>/dev/null || echo "$root/$dir/lib/libsqlite3.so.0")
+  sqlite=(-DSQLite3_INCLUDE_DIR="$root/$dir/include" -DSQLite3_LIBRARY="$lib")
+fi
+echo "== build ($gpu, sm_$arch)" >&2
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCBL_ENGINE_ONLY=ON -DCBL_CUDA=ON \
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCBL_MIMALLOC=OFF \
+  -DCBL_GTEST_SOURCE_DIR="$root/$dir/googletest" "${sqlite[@]}" >"$out/configure.log" 2>&1 ||
+  { tail -30 "$out/configure.log"; die "configure failed"; }
+cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; die "build failed"; }
+build_s=$((SECONDS - t0))
+if ((build_only)); then
+  "$build/tests/test_cuda_device_math" >"$out/test_cuda_device_math.log" 2>&1 ||
+    { tail -20 "$out/test_cuda_device_math.log"; die "test_cuda_device_math failed"; }
+  echo "gpu-check: engine-only CUDA build (sm_$arch) in ${build_s}s; host device math passed"
+  exit 0
+fi
+
+cut_models=()
+for m in "${models[@]}"; do
+  read -r name _ <<<"$m"
+  [[ -f $dir/$name.cut.gguf ]] && cut_models+=("$root/$dir/$name.cut.gguf")
+done
+echo "== GPU tests" >&2
+export CBL_GPU_MODELS=$(IFS=:; echo "${cut_models[*]}") CBL_REQUIRE_MODEL=1
+tests_ok=1
+for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cuda_model; do
+  if "$build/tests/$t" >"$out/$t.log" 2>&1; then
+    echo "  $t: passed ($(grep -c '^\[       OK' "$out/$t.log") tests)"
+  else
+    tests_ok=0
+    echo "  $t: FAILED (rc $?), last lines:"; grep -E 'Failure|FAILED|Expected|Which is|error' "$out/$t.log" | head -20 | sed 's/^/    /'
+  fi
+done | tee "$out/tests.txt"
+grep -q FAILED "$out/tests.txt" && tests_ok=0
+grep '^\[ model \]' "$out/test_cuda_model.log" || true
+
+echo "== speed (models blown up to their full shape)" >&2
+for m in "${models[@]}"; do
+  read -r name _ <<<"$m"
+  [[ -f $dir/$name.shape ]] || continue
+  read -r layers vocab <"$dir/$name.shape"
+  big=/tmp/$name.full.gguf
+  "$build/bin/cbl-gguf-reshape" "$dir/$name.cut.gguf" "$big" --layers "$layers" --vocab "$vocab"
+  for dev in "${devices[@]}"; do
+    echo "  $name on $dev:"
+    "$build/bin/cbl-engine-bench" "$big" --device "$dev" --threads "$(nproc)" 2>&1 |
+      tee -a "$out/bench.jsonl" | sed 's/^/    /'
+  done
+  rm -f "$big"
+done
+echo "gpu-check: $gpu; build ${build_s}s; tests $([[ $tests_ok == 1 ]] && echo passed || echo FAILED);" \
+  "total $((SECONDS - t0))s; logs in $out"
+[[ $tests_ok == 1 ]]
