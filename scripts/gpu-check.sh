@@ -120,15 +120,18 @@ for m in "${models[@]}"; do
 done
 echo "== GPU tests" >&2
 export CBL_GPU_MODELS=$(IFS=:; echo "${cut_models[*]}") CBL_REQUIRE_MODEL=1
-tests_ok=1
 for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cuda_model; do
-  if "$build/tests/$t" >"$out/$t.log" 2>&1; then
-    echo "  $t: passed ($(grep -c '^\[       OK' "$out/$t.log") tests)"
+  rc=0
+  "$build/tests/$t" >"$out/$t.log" 2>&1 || rc=$?
+  if ((rc == 0)); then
+    echo "  $t: passed ($(grep -c '^\[       OK' "$out/$t.log") tests," \
+      "$(grep -c '^\[  SKIPPED' "$out/$t.log") skipped)"
   else
-    tests_ok=0
-    echo "  $t: FAILED (rc $?), last lines:"; grep -E 'Failure|FAILED|Expected|Which is|error' "$out/$t.log" | head -20 | sed 's/^/    /'
+    echo "  $t: FAILED (rc $rc), last lines:"
+    grep -E 'Failure|FAILED|Expected|Which is|error|exception' "$out/$t.log" | head -20 | sed 's/^/    /' || true
   fi
 done | tee "$out/tests.txt"
+tests_ok=1
 grep -q FAILED "$out/tests.txt" && tests_ok=0
 grep '^\[ model \]' "$out/test_cuda_model.log" || true
 

@@ -49,8 +49,9 @@ phase "ctest (Release)"
 run_ctest build
 
 # ---- CUDA backend (kernels/cuda): where nvcc is installed, prove the CUDA code compiles and ----
-# links (build-cuda/: the library and two tests only), then run test_backend_ops, which skips
-# (exit 77) without a GPU, test_cuda_backend_errors (a missing device is a clean status) and
+# links (build-cuda/: the library and the backend tests only), then run test_backend_ops, which skips
+# (exit 77) without a GPU, as does test_cuda_model (whole models against the CPU; scripts/gpu-check.sh
+# runs both on a GPU), test_cuda_backend_errors (a missing device is a clean status) and
 # test_backend_registry (no GPU: 0 CUDA devices listed, "cuda:0" a clear CBL_DEVICE error).
 # The device math is tested on the host by every build (test_cuda_device_math). A fresh
 # build-cuda/ costs about 4 minutes on 2 busy cores; a rebuild with nothing changed, 2 seconds.
@@ -60,10 +61,16 @@ if [[ -n $nvcc_bin ]]; then
   phase "build (CUDA backend, build-cuda/: library + backend tests)"
   BUILD_DIR=build-cuda bash scripts/build.sh -DCBL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin" \
     -DCBL_BUILD_TESTS=ON -DCBL_BUILD_SAMPLES=OFF -DCBL_BUILD_BENCH=OFF \
-    -- cacheblend test_backend_ops test_cuda_backend_errors test_backend_registry
+    -- cacheblend test_backend_ops test_cuda_backend_errors test_backend_registry test_cuda_model
   phase "ctest (CUDA backend; test_backend_ops is skipped without a GPU)"
   ctest --test-dir build-cuda --output-on-failure --no-tests=error \
-    -R '^(test_backend_ops|test_cuda_backend_errors|test_backend_registry)$'
+    -R '^(test_backend_ops|test_cuda_backend_errors|test_backend_registry|test_cuda_model)$'
+  # The GPU check's engine-only build (scripts/gpu-check.sh builds it on the GPU machine): its
+  # CMake wiring is configured here (its sources are the ones built above).
+  phase "configure (engine only, build-engine/: what scripts/gpu-check.sh builds on a GPU)"
+  cmake -S . -B build-engine -DCMAKE_BUILD_TYPE=Release -DCBL_ENGINE_ONLY=ON -DCBL_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc_bin" -DCMAKE_CUDA_ARCHITECTURES=90 -DCBL_MIMALLOC=OFF \
+    -DCBL_GTEST_SOURCE_DIR=/usr/src/googletest/googletest >/dev/null
 fi
 
 # ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----

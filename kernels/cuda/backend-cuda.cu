@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "kernels/cuda/attention-mass.cuh"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/context.cuh"
 #include "kernels/cuda/dispatch.cuh"
@@ -109,11 +110,9 @@ public:
         });
     }
 
-    // The query selection policies' signal (core/blend/selection.h); not on the GPU yet.
-    void attention_mass(const attention_args&, float*) override {
-        throw kernel_error(kernel_status::unsupported,
-                           "cuda attention_mass: not implemented (the query and query+hkvd "
-                           "selection policies run on the cpu device for now)");
+    // The query selection policies' signal (core/blend/selection.h).
+    void attention_mass(const attention_args& a, float* scores) override {
+        run([&] { cuda::cbl_cuda_attention_mass(ctx_, a, scores); });
     }
 
     // The encoder runs on the CPU backend (the runtime's); these are not on the GPU yet.

@@ -59,8 +59,9 @@ private:
 
 // Scratch slot numbers, one per concurrently live scratch region of an op.
 enum scratch_slot : int {
-    scratch_w_f16 = 0,  // dequantized weight panel (matmul)
-    scratch_x_f16 = 1,  // activations converted to f16 (matmul)
+    scratch_w_f16 = 0,            // dequantized weight panel (matmul)
+    scratch_x_f16 = 1,            // activations converted to f16 (matmul)
+    scratch_attention_probs = 2,  // one softmax row per (query row, head) (attention_mass)
 };
 
 }  // namespace cuda

@@ -133,8 +133,7 @@ std::vector<flag_spec> blend_tuning_flags() {
 flag_spec select_flag() {
     return {"select", "POLICY",
             "which reused tokens to recompute: " + enum_names(CBL_X_NAMES_SELECT) + " (default " +
-                enum_name(CBL_X_NAMES_SELECT, CBL_X_SELECT_DEFAULT) +
-                "; query policies run on the cpu device)"};
+                enum_name(CBL_X_NAMES_SELECT, CBL_X_SELECT_DEFAULT) + ")"};
 }
 
 int32_t parse_select(const parsed_args& a) {

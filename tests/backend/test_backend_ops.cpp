@@ -420,6 +420,51 @@ TEST(BackendOps, KvDeviation) {
     }
 }
 
+// The query selection policies' signal: each (query row, head)'s softmax over its visible keys,
+// summed per key.
+TEST(BackendOps, AttentionMass) {
+    struct mass_case {
+        int n_head, n_kv_head, head_dim;
+        int64_t n_keys;
+        std::vector<int32_t> q_pos;
+    };
+    std::vector<int32_t> question;  // the question's rows at the end of a blended prompt
+    for (int32_t p = 2990; p < 3000; ++p) question.push_back(p);
+    const mass_case cases[] = {
+        {12, 2, 128, 3000, question},          // Qwen2.5-1.5B shape
+        {4, 4, 128, 50, {0, 10, 49, 60, -1}},  // MHA; past the keys; no visible key
+        {8, 1, 80, 130, {5, 129}},             // MQA, head_dim not a multiple of 32
+    };
+    for (const mass_case& mc : cases) {
+        const int64_t n_q = int64_t(mc.q_pos.size());
+        const int64_t q_ld = int64_t(mc.n_head) * mc.head_dim + 3;
+        const int64_t kv_ld = int64_t(mc.n_kv_head) * mc.head_dim + 2;
+        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 21, -2.f, 2.f);
+        const std::vector<uint16_t> k = to_f16(random_vec(size_t(mc.n_keys * kv_ld), 22));
+        const std::string name = "attention_mass heads=" + std::to_string(mc.n_head) + "/" +
+                                 std::to_string(mc.n_kv_head) + " n_q=" + std::to_string(n_q) +
+                                 " n_keys=" + std::to_string(mc.n_keys);
+        check({name, k_nmse_row, [&](cb::backend& be) {
+                   cb::backend_buffer qb = put(be, q), pb = put(be, mc.q_pos), kb = put(be, k);
+                   cb::backend_buffer sb(be, size_t(mc.n_keys) * sizeof(float));
+                   cb::attention_args a;
+                   a.q = qb.as<float>();
+                   a.n_q = n_q;
+                   a.q_stride = q_ld;
+                   a.q_pos = pb.as<int32_t>();
+                   a.k = kb.as<uint16_t>();
+                   a.kv_stride = kv_ld;
+                   a.n_keys = mc.n_keys;
+                   a.n_head = mc.n_head;
+                   a.n_kv_head = mc.n_kv_head;
+                   a.head_dim = mc.head_dim;
+                   a.scale = 1.f / std::sqrt(float(mc.head_dim));
+                   be.attention_mass(a, sb.as<float>());
+                   return std::vector<std::vector<float>>{get<float>(be, sb, size_t(mc.n_keys))};
+               }});
+    }
+}
+
 int main(int argc, char** argv) {
     testing::InitGoogleTest(&argc, argv);
     const std::string why = find_candidates();

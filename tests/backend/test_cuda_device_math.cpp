@@ -21,6 +21,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants-impl.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/cuda/math/attention-mass.h"
 #include "kernels/cuda/math/dequant.h"
 #include "kernels/cuda/math/elementwise.h"
 #include "kernels/cuda/math/kv-deviation.h"
@@ -433,6 +434,53 @@ TEST(CudaDeviceMath, KvDeviationMatchesCpu) {
                                                width);
         ASSERT_EQ(bits(dev), bits(cpu[size_t(i)])) << "row " << i;
     }
+}
+
+// The query policies' attention mass: the serial device reference (the scores bit-identical, the
+// softmax and sums in the CPU's order) gives the CPU's bits on the host.
+TEST(CudaDeviceMath, AttentionMassMatchesCpu) {
+    cb::thread_pool pool(1);
+    const int n_head = 4, n_kv_head = 2, head_dim = 64;
+    const int64_t n_q = 3, n_keys = 50, q_stride = n_head * head_dim + 3;
+    const int64_t kv_stride = n_kv_head * head_dim + 5;
+    const std::vector<float> q = random_vec(size_t(n_q * q_stride), 41, -1.f, 1.f);
+    const std::vector<uint16_t> k = to_f16(random_vec(size_t(n_keys * kv_stride), 42, -1.f, 1.f));
+    const std::vector<int32_t> q_pos = {20, 35, 49};
+    cb::attention_args a;
+    a.q = q.data();
+    a.n_q = n_q;
+    a.q_stride = q_stride;
+    a.q_pos = q_pos.data();
+    a.k = k.data();
+    a.kv_stride = kv_stride;
+    a.n_keys = n_keys;
+    a.n_head = n_head;
+    a.n_kv_head = n_kv_head;
+    a.head_dim = head_dim;
+    a.scale = 0.125f;
+    std::vector<float> cpu(size_t(n_keys), -1.f);
+    cb::attention_mass(pool, a, cpu.data());
+
+    std::vector<float> p(size_t(n_q * n_head * n_keys), 0.f);
+    for (int64_t i = 0; i < n_q; ++i) {
+        for (int h = 0; h < n_head; ++h) {
+            const int64_t r = i * n_head + h;
+            hd::attention_probs_row(q.data() + i * q_stride + h * head_dim,
+                                    k.data() + (h / (n_head / n_kv_head)) * head_dim, kv_stride,
+                                    head_dim, std::min<int64_t>(n_keys, q_pos[size_t(i)] + 1),
+                                    a.scale, p.data() + r * n_keys);
+        }
+    }
+    for (int64_t j = 0; j < n_keys; ++j) {
+        float s = 0.f;
+        for (int64_t r = 0; r < n_q * n_head; ++r) s += p[size_t(r * n_keys + j)];
+        ASSERT_EQ(bits(s), bits(cpu[size_t(j)])) << "key " << j;
+    }
+    // Keys past the last query's position get nothing; every row's probabilities sum to 1.
+    EXPECT_GT(cpu[49], 0.f);
+    float total = 0.f;
+    for (float v : cpu) total += v;
+    EXPECT_NEAR(total, float(n_q * n_head), 1e-4f);
 }
 
 // ---- online softmax (attention) -------------------------------------------------------------
