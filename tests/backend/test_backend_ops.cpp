@@ -328,12 +328,39 @@ TEST(BackendOps, StoreRowsF16) {
            }});
 }
 
+namespace {
+
+// One attention shape: heads, KV heads, head size, keys in the cache, the query rows' positions.
+struct attn_case {
+    int n_head, n_kv_head, head_dim;
+    int64_t n_keys;
+    std::vector<int32_t> q_pos;
+    int64_t n_q() const { return int64_t(q_pos.size()); }
+    int64_t q_ld() const { return int64_t(n_head) * head_dim + 3; }  // padded rows
+    int64_t kv_ld() const { return int64_t(n_kv_head) * head_dim + 2; }
+};
+
+// attention_args of a case over backend buffers of q, its positions and the K cache.
+cb::attention_args args_of(const attn_case& ac, const cb::backend_buffer& qb,
+                           const cb::backend_buffer& pb, const cb::backend_buffer& kb) {
+    cb::attention_args a;
+    a.q = qb.as<float>();
+    a.n_q = ac.n_q();
+    a.q_stride = ac.q_ld();
+    a.q_pos = pb.as<int32_t>();
+    a.k = kb.as<uint16_t>();
+    a.kv_stride = ac.kv_ld();
+    a.n_keys = ac.n_keys;
+    a.n_head = ac.n_head;
+    a.n_kv_head = ac.n_kv_head;
+    a.head_dim = ac.head_dim;
+    a.scale = 1.f / std::sqrt(float(ac.head_dim));
+    return a;
+}
+
+}  // namespace
+
 TEST(BackendOps, Attention) {
-    struct attn_case {
-        int n_head, n_kv_head, head_dim;
-        int64_t n_keys;
-        std::vector<int32_t> q_pos;
-    };
     std::vector<int32_t> prefill(200);
     for (size_t i = 0; i < prefill.size(); ++i) prefill[i] = int32_t(i);
     std::vector<int32_t> selected;  // blend: scattered recomputed rows, then the question
@@ -347,9 +374,7 @@ TEST(BackendOps, Attention) {
         {8, 1, 80, 130, {5, 129}},    // MQA, head_dim not a multiple of 32
     };
     for (const attn_case& ac : cases) {
-        const int64_t n_q = int64_t(ac.q_pos.size());
-        const int64_t q_ld = int64_t(ac.n_head) * ac.head_dim + 3;
-        const int64_t kv_ld = int64_t(ac.n_kv_head) * ac.head_dim + 2;
+        const int64_t n_q = ac.n_q(), q_ld = ac.q_ld(), kv_ld = ac.kv_ld();
         const std::vector<float> q = random_vec(size_t(n_q * q_ld), 12, -4.f, 4.f);
         const std::vector<uint16_t> k =
             to_f16(random_vec(size_t(ac.n_keys * kv_ld), 13, -2.f, 2.f));
@@ -362,19 +387,8 @@ TEST(BackendOps, Attention) {
         check({name, k_nmse_attention, [&](cb::backend& be) {
                    cb::backend_buffer qb = put(be, q), pb = put(be, ac.q_pos), kb = put(be, k),
                                       vb = put(be, v), ob = put(be, o0);
-                   cb::attention_args a;
-                   a.q = qb.as<float>();
-                   a.n_q = n_q;
-                   a.q_stride = q_ld;
-                   a.q_pos = pb.as<int32_t>();
-                   a.k = kb.as<uint16_t>();
+                   cb::attention_args a = args_of(ac, qb, pb, kb);
                    a.v = vb.as<uint16_t>();
-                   a.kv_stride = kv_ld;
-                   a.n_keys = ac.n_keys;
-                   a.n_head = ac.n_head;
-                   a.n_kv_head = ac.n_kv_head;
-                   a.head_dim = ac.head_dim;
-                   a.scale = 1.f / std::sqrt(float(ac.head_dim));
                    a.out = ob.as<float>();
                    a.out_stride = q_ld;
                    be.attention(a);
@@ -423,43 +437,23 @@ TEST(BackendOps, KvDeviation) {
 // The query selection policies' signal: each (query row, head)'s softmax over its visible keys,
 // summed per key.
 TEST(BackendOps, AttentionMass) {
-    struct mass_case {
-        int n_head, n_kv_head, head_dim;
-        int64_t n_keys;
-        std::vector<int32_t> q_pos;
-    };
     std::vector<int32_t> question;  // the question's rows at the end of a blended prompt
     for (int32_t p = 2990; p < 3000; ++p) question.push_back(p);
-    const mass_case cases[] = {
+    const attn_case cases[] = {
         {12, 2, 128, 3000, question},          // Qwen2.5-1.5B shape
         {4, 4, 128, 50, {0, 10, 49, 60, -1}},  // MHA; past the keys; no visible key
         {8, 1, 80, 130, {5, 129}},             // MQA, head_dim not a multiple of 32
     };
-    for (const mass_case& mc : cases) {
-        const int64_t n_q = int64_t(mc.q_pos.size());
-        const int64_t q_ld = int64_t(mc.n_head) * mc.head_dim + 3;
-        const int64_t kv_ld = int64_t(mc.n_kv_head) * mc.head_dim + 2;
-        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 21, -2.f, 2.f);
-        const std::vector<uint16_t> k = to_f16(random_vec(size_t(mc.n_keys * kv_ld), 22));
+    for (const attn_case& mc : cases) {
+        const std::vector<float> q = random_vec(size_t(mc.n_q() * mc.q_ld()), 21, -2.f, 2.f);
+        const std::vector<uint16_t> k = to_f16(random_vec(size_t(mc.n_keys * mc.kv_ld()), 22));
         const std::string name = "attention_mass heads=" + std::to_string(mc.n_head) + "/" +
-                                 std::to_string(mc.n_kv_head) + " n_q=" + std::to_string(n_q) +
+                                 std::to_string(mc.n_kv_head) + " n_q=" + std::to_string(mc.n_q()) +
                                  " n_keys=" + std::to_string(mc.n_keys);
         check({name, k_nmse_row, [&](cb::backend& be) {
                    cb::backend_buffer qb = put(be, q), pb = put(be, mc.q_pos), kb = put(be, k);
                    cb::backend_buffer sb(be, size_t(mc.n_keys) * sizeof(float));
-                   cb::attention_args a;
-                   a.q = qb.as<float>();
-                   a.n_q = n_q;
-                   a.q_stride = q_ld;
-                   a.q_pos = pb.as<int32_t>();
-                   a.k = kb.as<uint16_t>();
-                   a.kv_stride = kv_ld;
-                   a.n_keys = mc.n_keys;
-                   a.n_head = mc.n_head;
-                   a.n_kv_head = mc.n_kv_head;
-                   a.head_dim = mc.head_dim;
-                   a.scale = 1.f / std::sqrt(float(mc.head_dim));
-                   be.attention_mass(a, sb.as<float>());
+                   be.attention_mass(args_of(mc, qb, pb, kb), sb.as<float>());
                    return std::vector<std::vector<float>>{get<float>(be, sb, size_t(mc.n_keys))};
                }});
     }

@@ -197,14 +197,19 @@ TEST(CapiAdmission, AQueuedCallReportsItsWait) {
     cbl_session_free(b);
 }
 
-TEST(CapiAdmission, SessionsPastTheMemoryBudgetFailWithNomem) {
-    CBL_REQUIRE_DEFAULT_MODEL(model);
+// A one-thread runtime whose sessions share a 64 MB budget.
+void open_64mb_runtime(const std::string& model, cbltest::fact_runtime* fr) {
     cbl_runtime_params rp;
     cbl_runtime_params_init(&rp);
     rp.n_threads = 1;
     rp.session_memory_bytes = 64ull << 20;
+    cbltest::open_fact_runtime(model, rp, fr);
+}
+
+TEST(CapiAdmission, SessionsPastTheMemoryBudgetFailWithNomem) {
+    CBL_REQUIRE_DEFAULT_MODEL(model);
     cbltest::fact_runtime fr;
-    cbltest::open_fact_runtime(model, rp, &fr);
+    open_64mb_runtime(model, &fr);
     ASSERT_NE(fr.rt, nullptr);
 
     // One session with a long context does not fit at all: the message says what it needed.
@@ -264,12 +269,8 @@ size_t sessions_that_fit(cbl_runtime* rt) {
 
 TEST(CapiAdmission, IngestPrecomputeFitsTheBudgetAndGivesItBack) {
     CBL_REQUIRE_DEFAULT_MODEL(model);
-    cbl_runtime_params rp;
-    cbl_runtime_params_init(&rp);
-    rp.n_threads = 1;
-    rp.session_memory_bytes = 64ull << 20;
     cbltest::fact_runtime fr;
-    cbltest::open_fact_runtime(model, rp, &fr);
+    open_64mb_runtime(model, &fr);
     ASSERT_NE(fr.rt, nullptr);
     const size_t before = sessions_that_fit(fr.rt);
     ASSERT_GE(before, 1u) << cbl_last_error();

@@ -144,6 +144,16 @@ struct deq_q3_k {
     }
 };
 
+// q4_K / q5_K element from its 4- or 5-bit quant v in sub-block s (scales at b + 4; d, dmin
+// at b, b + 2): d * sc * v - dmin * m.
+CBL_HD inline float k4_value(const uint8_t* b, int s, int v) {
+    int sc, m;
+    scale_min_k4(b + 4, s, &sc, &m);
+    const float d1 = mul_rn(h2f(load_u16(b)), static_cast<float>(sc));
+    const float m1 = mul_rn(h2f(load_u16(b + 2)), static_cast<float>(m));
+    return sub_rn(mul_rn(d1, static_cast<float>(v)), m1);
+}
+
 // q4_K: {f16 d, dmin; u8 scales[12]; u8 qs[128]}. 64-element chunk c = j / 64 reads qs[32c ..]:
 // its first 32 elements are low nibbles (sub-block 2c), the next 32 high nibbles (2c + 1).
 struct deq_q4_k {
@@ -151,13 +161,8 @@ struct deq_q4_k {
     static constexpr int block_bytes = 144;
     CBL_HD static float elem(const uint8_t* b, int j) {
         const int c = j >> 6, hi = (j >> 5) & 1, l = j & 31;
-        int sc, m;
-        scale_min_k4(b + 4, 2 * c + hi, &sc, &m);
         const uint8_t q = b[16 + 32 * c + l];
-        const int v = hi ? (q >> 4) : (q & 0xF);
-        const float d1 = mul_rn(h2f(load_u16(b)), static_cast<float>(sc));
-        const float m1 = mul_rn(h2f(load_u16(b + 2)), static_cast<float>(m));
-        return sub_rn(mul_rn(d1, static_cast<float>(v)), m1);
+        return k4_value(b, 2 * c + hi, hi ? (q >> 4) : (q & 0xF));
     }
 };
 
@@ -168,13 +173,9 @@ struct deq_q5_k {
     static constexpr int block_bytes = 176;
     CBL_HD static float elem(const uint8_t* b, int j) {
         const int c = j >> 6, hi = (j >> 5) & 1, l = j & 31;
-        int sc, m;
-        scale_min_k4(b + 4, 2 * c + hi, &sc, &m);
         const uint8_t q = b[48 + 32 * c + l];
-        const int v = (hi ? (q >> 4) : (q & 0xF)) + (((b[16 + l] >> (2 * c + hi)) & 1) << 4);
-        const float d1 = mul_rn(h2f(load_u16(b)), static_cast<float>(sc));
-        const float m1 = mul_rn(h2f(load_u16(b + 2)), static_cast<float>(m));
-        return sub_rn(mul_rn(d1, static_cast<float>(v)), m1);
+        const int fifth = ((b[16 + l] >> (2 * c + hi)) & 1) << 4;
+        return k4_value(b, 2 * c + hi, (hi ? (q >> 4) : (q & 0xF)) + fifth);
     }
 };
 
