@@ -4,8 +4,9 @@
 // a warm-up, token ids drawn from the vocabulary with a fixed seed, as `cacheblend bench` does),
 // then time to first token of a RAG-shaped prompt (preamble, 6 chunks of 380 tokens, a 16-token
 // question) in full prefill and blended at r = 0.15 from a temporary f16 KV store.
-//   cbl-engine-bench MODEL [--device D] [--threads N]
-// Prints one JSON object per line.
+//   cbl-engine-bench MODEL [--device D] [--threads N] [--smoke]
+// MODEL is a file or a model name (core/model/model-registry.h). --smoke: tiny sizes and one run
+// each, to prove the tool works (ctest: cbl_engine_bench_smoke). Prints one JSON object per line.
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "core/blend/blend.h"
 #include "core/engine/session.h"
 #include "core/kvstore/kv-store.h"
+#include "core/model/model-registry.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
 
@@ -50,12 +52,17 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// Median of 3 timed runs after one warm-up.
+// What one invocation measures.
+struct sizes {
+    int prefill = 512, decode = 128, chunks = 6, chunk_tokens = 380, runs = 3;
+};
+
+// Median of `runs` timed runs, after one warm-up when there are several.
 template <typename F>
-double timed(F&& run) {
-    run();
+double timed(int runs, F&& run) {
+    if (runs > 1) run();
     std::vector<double> ms;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < runs; ++i) {
         const auto t0 = clock_type::now();
         run();
         ms.push_back(ms_since(t0));
@@ -63,7 +70,7 @@ double timed(F&& run) {
     return median(ms);
 }
 
-void bench(const std::string& path, const std::string& device, int threads) {
+void bench(const std::string& path, const std::string& device, int threads, const sizes& z) {
     const std::shared_ptr<const model> m = model::load(path);
     session_params sp;
     sp.device = device;
@@ -72,28 +79,30 @@ void bench(const std::string& path, const std::string& device, int threads) {
     session s(m, sp);
     const char* dev = s.get_backend().name();
 
-    const std::vector<token_id> p512 = tokens_of(*m, 512, 1);
-    const double prefill_ms = timed([&] {
+    const std::vector<token_id> prompt = tokens_of(*m, z.prefill, 1);
+    const double prefill_ms = timed(z.runs, [&] {
         s.reset();
-        s.prefill(p512);
+        s.prefill(prompt);
     });
-    std::printf("{\"bench\":\"prefill\",\"device\":\"%s\",\"tokens\":512,\"tokens_per_s\":%.1f}\n",
-                dev, 512e3 / prefill_ms);
+    std::printf("{\"bench\":\"prefill\",\"device\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f}\n",
+                dev, z.prefill, z.prefill * 1e3 / prefill_ms);
 
     const std::vector<token_id> p16 = tokens_of(*m, 16, 2);
-    const double decode_ms = timed([&] {
+    const double decode_ms = timed(z.runs, [&] {
         s.reset();
         s.prefill(p16);
-        for (int i = 0; i < 128; ++i) s.decode(p16[size_t(i % 16)]);
+        for (int i = 0; i < z.decode; ++i) s.decode(p16[size_t(i % 16)]);
     });
     // The 16-token prefill is in the time too; it is small beside 128 decode steps.
-    std::printf("{\"bench\":\"decode\",\"device\":\"%s\",\"tokens\":128,\"tokens_per_s\":%.1f}\n",
-                dev, 128e3 / decode_ms);
+    std::printf("{\"bench\":\"decode\",\"device\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f}\n",
+                dev, z.decode, z.decode * 1e3 / decode_ms);
     std::fflush(stdout);
 
     blend_request req;
     req.preamble = tokens_of(*m, 24, 3);
-    for (uint32_t c = 0; c < 6; ++c) req.chunks.push_back(tokens_of(*m, 380, 10 + c));
+    for (int c = 0; c < z.chunks; ++c) {
+        req.chunks.push_back(tokens_of(*m, z.chunk_tokens, 10 + uint32_t(c)));
+    }
     req.question = tokens_of(*m, 16, 4);
     char tmpl[] = "/tmp/cbl-engine-bench-XXXXXX";
     if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
@@ -108,11 +117,11 @@ void bench(const std::string& path, const std::string& device, int threads) {
         bp.mode = blend_mode::full;
         blend_engine full(s, store, bp);
         blend_stats st;
-        full_ms = timed([&] { full.prefill(req, &st); });
+        full_ms = timed(z.runs, [&] { full.prefill(req, &st); });
         bp.mode = blend_mode::blend;
         blend_engine blend(s, store, bp);
         for (const auto& c : req.chunks) blend.precompute_chunk(req.preamble, c);
-        blend_ms = timed([&] { blend.prefill(req, &st); });
+        blend_ms = timed(z.runs, [&] { blend.prefill(req, &st); });
     }
     const std::string rm = "rm -rf '" + dir + "'";
     if (std::system(rm.c_str()) != 0)
@@ -127,14 +136,18 @@ void bench(const std::string& path, const std::string& device, int threads) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: cbl-engine-bench MODEL [--device D] [--threads N]\n");
+        std::fprintf(stderr,
+                     "usage: cbl-engine-bench MODEL [--device D] [--threads N] [--smoke]\n");
         return 2;
     }
     std::string device = "cpu";
     int threads = 0;
+    sizes z;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--device" && i + 1 < argc) {
+        if (a == "--smoke") {
+            z = {64, 8, 2, 48, 1};
+        } else if (a == "--device" && i + 1 < argc) {
             device = argv[++i];
         } else if (a == "--threads" && i + 1 < argc) {
             threads = std::atoi(argv[++i]);
@@ -144,7 +157,8 @@ int main(int argc, char** argv) {
         }
     }
     try {
-        bench(argv[1], device, threads);
+        const model_ref ref = resolve_model(argv[1]);
+        bench(ref.path, device, threads, z);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "cbl-engine-bench: %s\n", e.what());
         return 1;
