@@ -99,6 +99,69 @@ void decode_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(bm_matmul)->Name("bm_matmul_decode")->Apply(decode_args);
 
+// The decode matmuls of Qwen2.5-Coder-1.5B Q4_K_M, cold: 10 layers (q, k, v, o, gate, up, down
+// of d 1536, ffn 8960, 2 KV heads; v and down in q6_K every other layer, as llama.cpp's Q4_K_M
+// mix does), ~260 MB of weights, more than any L3, so the weights stream from DRAM as in a real
+// token. GB/s of weight bytes is what to compare with the machine's read bandwidth.
+// Args: threads, layers (1: hot, in L3; 10: cold).
+struct cold_layers {
+    std::vector<weights> mats;
+    size_t bytes = 0;
+};
+
+const cold_layers& qwen15_layers() {
+    static const cold_layers c = [] {
+        cold_layers d;
+        const int64_t dm = 1536, ff = 8960, kv = 256;
+        for (int l = 0; l < 10; ++l) {
+            const dtype vd = l % 2 ? dtype::q6_k : dtype::q4_k;
+            const std::pair<dtype, std::pair<int64_t, int64_t>> shapes[] = {
+                {dtype::q4_k, {dm, dm}}, {dtype::q4_k, {kv, dm}}, {vd, {kv, dm}},
+                {dtype::q4_k, {dm, dm}}, {dtype::q4_k, {ff, dm}}, {dtype::q4_k, {ff, dm}},
+                {vd, {dm, ff}}};
+            for (const auto& s : shapes) {
+                // 64 quantized rows repeated: random-enough weights without minutes of quantizing.
+                weights w = make_weights(s.first, 64, s.second.second);
+                const size_t rb = w.view.row_bytes;
+                w.data.resize(rb * s.second.first);
+                for (int64_t r = 64; r < s.second.first; ++r) {
+                    std::copy_n(w.data.begin() + (r % 64) * rb, rb, w.data.begin() + r * rb);
+                }
+                w.view.data = w.data.data();
+                w.view.rows = s.second.first;
+                d.bytes += w.data.size();
+                d.mats.push_back(std::move(w));
+            }
+        }
+        return d;
+    }();
+    return c;
+}
+
+void bm_decode_qwen15_cold(benchmark::State& st) {
+    cb::thread_pool pool(static_cast<int>(st.range(0)));
+    const cold_layers& c = qwen15_layers();
+    const size_t n_mats = static_cast<size_t>(st.range(1)) * 7;  // 1 layer (26 MB) stays in L3
+    size_t bytes = 0;
+    for (size_t i = 0; i < n_mats; ++i) bytes += c.mats[i].data.size();
+    const std::vector<float> x = random_vec(8960, 6);
+    std::vector<float> y(8960);
+    for (auto _ : st) {
+        for (size_t i = 0; i < n_mats; ++i) {
+            const weights& w = c.mats[i];
+            cb::matmul(pool, w.view, x.data(), 1, w.view.cols, y.data(), w.view.rows);
+        }
+        benchmark::DoNotOptimize(y.data());
+    }
+    st.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * st.iterations() / 1e9,
+                                             benchmark::Counter::kIsRate);
+}
+BENCHMARK(bm_decode_qwen15_cold)
+    ->ArgNames({"threads", "layers"})
+    ->ArgsProduct({{1, 2}, {1, 10}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // SmolLM2-135M attention for one layer: 9 query heads, 3 KV heads, head_dim 64.
 // Args: n_q (queries; 1 = decode of the last position), n_keys, threads.
 void bm_attention(benchmark::State& st) {

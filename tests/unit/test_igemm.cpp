@@ -110,9 +110,17 @@ TEST(Igemm, KernelsMatchReferenceBitForBit) {
         std::vector<float> g(ref.size()), v(ref.size());
         cb::igemm::gemm_rows(t, k, w.data.data(), w.row_bytes, n, a, 0, m, g.data(), n);
         cb::igemm::gemv_rows(t, k, w.data.data(), w.row_bytes, n, a, 0, m, v.data(), n);
+        // One activation row at a time: what decode runs (the K-quants have their own kernel)
+        std::vector<float> v1(ref.size());
+        for (int64_t i = 0; i < m; ++i) {
+            cb::igemm::gemv_rows(t, k, w.data.data(), w.row_bytes, n, a, i, 1, v1.data() + i * n,
+                                 n);
+        }
         for (size_t e = 0; e < ref.size(); ++e) {
             ASSERT_EQ(0, std::memcmp(&ref[e], &g[e], 4)) << "gemm, output " << e << ": " << ref[e] << " vs " << g[e];
             ASSERT_EQ(0, std::memcmp(&ref[e], &v[e], 4)) << "gemv, output " << e << ": " << ref[e] << " vs " << v[e];
+            ASSERT_EQ(0, std::memcmp(&ref[e], &v1[e], 4))
+                << "gemv of one row, output " << e << ": " << ref[e] << " vs " << v1[e];
         }
     }
 }

@@ -25,6 +25,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/arch/x86/igemm-decode-avx512.h"
 #include "kernels/cpu/arch/x86/igemm-panel-avx512.h"
 #include "kernels/cpu/igemm.h"
 #include "kernels/cpu/quants-impl.h"
@@ -172,32 +173,6 @@ void gemm_t(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const a
 // are then reduced together (a transpose-add tree: lane r of the result is row r's exact group
 // total) and the float steps run with lanes over rows, as the prefill tile's lanes do.
 
-// Lane r of lo / hi: row r's sum over lanes 0-7 / 8-15 of v[r].
-inline void reduce16_halves(const __m512i* v, __m512i& lo, __m512i& hi) {
-    __m512i t[8], u[4], w[2];
-    for (int p = 0; p < 8; ++p) {
-        t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * p], v[2 * p + 1]),
-                                _mm512_unpackhi_epi32(v[2 * p], v[2 * p + 1]));
-    }
-    for (int q = 0; q < 4; ++q) {
-        u[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * q], t[2 * q + 1]),
-                                _mm512_unpackhi_epi64(t[2 * q], t[2 * q + 1]));
-    }
-    for (int r = 0; r < 2; ++r) {
-        w[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0x88),
-                                _mm512_shuffle_i32x4(u[2 * r], u[2 * r + 1], 0xDD));
-    }
-    lo = _mm512_shuffle_i32x4(w[0], w[1], 0x88);
-    hi = _mm512_shuffle_i32x4(w[0], w[1], 0xDD);
-}
-
-// Row r's 16 lanes summed into lane r (integer, exact).
-inline __m512i reduce16(const __m512i* v) {
-    __m512i lo, hi;
-    reduce16_halves(v, lo, hi);
-    return _mm512_add_epi32(lo, hi);
-}
-
 // One K-quant group in registers: the 256 values as 4 chunks of 64 (natural order), the lanes'
 // sub-block scales per chunk, the mins as int16 pairs (q4_K/q5_K) and the float scales.
 // A lane of one vpdpbusd (4 products) fits int16 (q5_K: 4 * 31 * 127, q6_K: 4 * 255 * 32), so the
@@ -209,20 +184,6 @@ struct kregs {
     __m128i mp;  // 4 int32 lanes, each a pair of int16 mins {mn[2p], mn[2p + 1]}
     float d, dmin;
 };
-
-// q4_K / q5_K scales and mins of 8 sub-blocks: bytes 0..7 scales, 8..15 mins (ggml's bit moves on
-// the three 32-bit words u0, u1, u2, in one xmm: no store-and-reload). s must have 16 readable
-// bytes (the block's quants follow its scales).
-inline __m128i k4_scale_bytes(const uint8_t* s) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i m6 = _mm_set1_epi32(0x3f3f3f3f), m4 = _mm_set1_epi32(0x0f0f0f0f), m2 = _mm_set1_epi32(0x03030303);
-    // lanes 0, 2: u0 & m6, u1 & m6
-    const __m128i p = _mm_and_si128(_mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)), m6);
-    // lanes 1, 3: (u2 >> {0, 4}) & m4 | ((u0, u1) >> 6 & m2) << 4
-    const __m128i q = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 0, 0, 4)), m4);
-    const __m128i r = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)), 6), m2), 4);
-    return _mm_blend_epi32(p, _mm_or_si128(q, r), 0xA);
-}
 
 template <dtype T>
 inline void unpack_k(const uint8_t* b, kregs& r) {
@@ -339,29 +300,15 @@ void gemv_k(int64_t k, const uint8_t* w, size_t w_stride, int64_t nrows, const a
             __m512i init = _mm512_setzero_si512();
             if (K::U8ACT) init = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(reduce16(ib), 7));
             const __m512 dwv = _mm512_load_ps(dws);
-            __m512i mpv[4];  // lane r of mpv[p]: row r's pair p
-            if (K::MINS) {
-                const __m512i* z = reinterpret_cast<const __m512i*>(mrow);  // z[q] lane 4j + p: row 4q + j
-                for (int p = 0; p < 4; ++p) {
-                    const __m512i idx = _mm512_setr_epi32(p, p + 4, p + 8, p + 12, p + 16, p + 20, p + 24, p + 28,
-                                                          p, p + 4, p + 8, p + 12, p + 16, p + 20, p + 24, p + 28);
-                    const __m512i lo = _mm512_permutex2var_epi32(z[0], idx, z[1]);
-                    const __m512i hi = _mm512_permutex2var_epi32(z[2], idx, z[3]);
-                    mpv[p] = _mm512_shuffle_i64x2(lo, hi, 0x44);
-                }
-            }
+            __m512i mpv[4];
+            if (K::MINS) min_pairs_by_row(mrow, mpv);
             for (int i = 0; i < m; ++i) {
                 const int64_t ii = i0 + i;
                 const __m512i isum = _mm512_add_epi32(reduce16(tb[i]), init);
                 const __m512 da = _mm512_set1_ps(a.d[ii * a.ng + g]);
                 acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dwv, da), _mm512_cvtepi32_ps(isum), acc[i]);
                 if (K::MINS) {
-                    const int16_t* as = a.asum + ii * nsum + g * 8;
-                    __m512i ms = _mm512_setzero_si512();
-                    for (int p = 0; p < 4; ++p) {
-                        const __m512i av = _mm512_set1_epi32(static_cast<int>(ld32(reinterpret_cast<const uint8_t*>(as + 2 * p))));
-                        ms = _mm512_add_epi32(ms, _mm512_madd_epi16(mpv[p], av));
-                    }
+                    const __m512i ms = min_sums(mpv, a.asum + ii * nsum + g * 8);
                     acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(dms), da), _mm512_cvtepi32_ps(ms), acc[i]);
                 }
             }
@@ -464,6 +411,7 @@ void gemv_rows(dtype w, int64_t k, const void* wbase, size_t w_stride, int64_t n
     for (int64_t ib = 0; ib < m; ib += k_gemv_acts) {
         const int mi = static_cast<int>(m - ib < k_gemv_acts ? m - ib : k_gemv_acts);
         float* o = out + ib * ldo;
+        if (mi == 1 && gemv1_rows(w, k, wb, w_stride, nrows, a, i0 + ib, o)) continue;
         switch (w) {
             case dtype::q4_0: (mi == 1 ? gemv_l<dtype::q4_0, 1> : gemv_l<dtype::q4_0, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;
             case dtype::q5_0: (mi == 1 ? gemv_l<dtype::q5_0, 1> : gemv_l<dtype::q5_0, 0>)(k, wb, w_stride, nrows, a, i0 + ib, mi, o, ldo); break;

@@ -83,34 +83,6 @@ void prep_nib(const uint8_t* a, size_t ablk, bool q8_1, int nb, int offset, act_
     }
 }
 
-// For q8_0 weights: activation qs contiguous; corr per pair of blocks = -128 * 4-byte sums.
-struct act_lin {
-    alignas(64) int8_t qs[kc_blocks * 32];
-    alignas(64) float d[kc_blocks];
-    alignas(64) int32_t corr[kc_blocks / 2 * 16];
-};
-
-void prep_lin(const uint8_t* a, int nb, act_lin* p) {
-    const int nb4 = (nb + 3) & ~3;
-    for (int b = 0; b < nb4; ++b) {
-        __m256i q = _mm256_setzero_si256();
-        float d = 0.f;
-        if (b < nb) {
-            const uint8_t* blk = a + b * sizeof(block_q8_0);
-            q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-            d = half(blk);
-        }
-        _mm256_store_si256(reinterpret_cast<__m256i*>(p->qs + 32 * b), q);
-        p->d[b] = d;
-    }
-    const __m512i off = _mm512_set1_epi8(static_cast<char>(0x80));
-    for (int pr = 0; pr < nb4 / 2; ++pr) {
-        const __m512i q = _mm512_load_si512(p->qs + 64 * pr);
-        const __m512i c = _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, q);
-        _mm512_store_si512(p->corr + 16 * pr, _mm512_sub_epi32(_mm512_setzero_si512(), c));
-    }
-}
-
 // Loads of a weight group. In the tail group (valid < group bytes) only the bytes below
 // `valid` are read (masked loads never fault); the rest read as zero. With the full group size
 // as a constant the masks fold away.
@@ -318,54 +290,6 @@ struct k_q5_1 {
     }
 };
 
-struct k_q8_0 {
-    static constexpr int group_bytes = 136;
-    using act = act_lin;
-    struct acc {
-        __m512 f0, f1;
-    };
-    static void zero(acc& a) { a.f0 = a.f1 = _mm512_setzero_ps(); }
-    static float finish(const acc& a) { return _mm512_reduce_add_ps(_mm512_add_ps(a.f0, a.f1)); }
-    struct shared {
-        __m512i a01, a23, c01, c23;
-        __m128 d;
-    };
-    static shared load_act(const act& p, int g) {
-        return {_mm512_load_si512(p.qs + 128 * g), _mm512_load_si512(p.qs + 128 * g + 64),
-                _mm512_load_si512(p.corr + 32 * g), _mm512_load_si512(p.corr + 32 * g + 16),
-                _mm_load_ps(p.d + 4 * g)};
-    }
-    static void step(const uint8_t* wb, int valid, const shared& s, acc& a) {
-        // Block k = words 17k (d) and 17k+1..17k+16 (qs). z0 = words 0..31, z1 = 32..63,
-        // z2 = 36..67.
-        const __m512i idx01 =
-            _mm512_set_epi16(33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 16, 15,
-                             14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
-#define W(w) ((w) < 64 ? (w)-32 : (w)-36 + 32)
-        const __m512i idx23 = _mm512_set_epi16(
-            W(67), W(66), W(65), W(64), W(63), W(62), W(61), W(60), W(59), W(58), W(57), W(56),
-            W(55), W(54), W(53), W(52), W(50), W(49), W(48), W(47), W(46), W(45), W(44), W(43),
-            W(42), W(41), W(40), W(39), W(38), W(37), W(36), W(35));
-#undef W
-        const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                               0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 51, 34, 17, 0);
-        const __m512i idx_s01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-        const __m512i idx_s23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-        const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-        const __m512i z0 = ld512(wb, 0, valid);
-        const __m512i z1 = ld512(wb, 64, valid);
-        const __m512i z2 = ld512(wb, 72, valid);
-        const __m512i p01 = _mm512_xor_si512(_mm512_permutex2var_epi16(z0, idx01, z1), x80);
-        const __m512i p23 = _mm512_xor_si512(_mm512_permutex2var_epi16(z1, idx23, z2), x80);
-        const __m128i dh = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, idx_d, z1));
-        const __m512i i01 = _mm512_dpbusd_epi32(s.c01, p01, s.a01);
-        const __m512i i23 = _mm512_dpbusd_epi32(s.c23, p23, s.a23);
-        const __m512 f = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(dh), s.d));
-        a.f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), _mm512_permutexvar_ps(idx_s01, f), a.f0);
-        a.f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23), _mm512_permutexvar_ps(idx_s23, f), a.f1);
-    }
-};
-
 inline size_t pf_distance(int r, size_t stride) {
     const size_t d = static_cast<size_t>(r) * stride;
     return d < pf_min ? pf_min : d;
@@ -435,19 +359,6 @@ void vec_dot_rows_nib(int64_t n, const void* vw, size_t stride, int64_t nrows, c
         const int cnb = static_cast<int>(nb - b0 < kc_blocks ? nb - b0 : kc_blocks);
         prep_nib(a + b0 * ablk, ablk, q8_1, cnb, offset, &p);
         run_rows<K>(w + b0 * wblock, stride, nrows, p, cnb, out, b0 == 0);
-    }
-}
-
-void vec_dot_rows_q8_0(int64_t n, const void* vw, size_t stride, int64_t nrows, const void* va,
-                       float* out) {
-    const uint8_t* w = static_cast<const uint8_t*>(vw);
-    const uint8_t* a = static_cast<const uint8_t*>(va);
-    const int64_t nb = n / qk;
-    act_lin p;
-    for (int64_t b0 = 0; b0 < nb; b0 += kc_blocks) {
-        const int cnb = static_cast<int>(nb - b0 < kc_blocks ? nb - b0 : kc_blocks);
-        prep_lin(a + b0 * sizeof(block_q8_0), cnb, &p);
-        run_rows<k_q8_0>(w + b0 * sizeof(block_q8_0), stride, nrows, p, cnb, out, b0 == 0);
     }
 }
 
