@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +30,7 @@
 #include "core/kvstore/kv-store.h"
 #include "core/model/model.h"
 #include "kernels/backend-registry.h"
+#include "util/random-tokens.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;
@@ -80,18 +80,6 @@ token_id argmax(const std::vector<float>& v) {
 }
 
 // A prompt of n token ids drawn (seeded) from the vocabulary's ordinary tokens.
-std::vector<token_id> prompt_of(const model& m, int n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    const int32_t n_vocab = m.hparams().n_vocab;
-    std::uniform_int_distribution<int32_t> pick(0, std::min(n_vocab, 8192) - 1);
-    std::vector<token_id> out;
-    while (int(out.size()) < n) {
-        const token_id t = pick(rng);
-        if (!m.vocab().is_eog(t)) out.push_back(t);
-    }
-    return out;
-}
-
 class CudaModelTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
@@ -118,7 +106,7 @@ protected:
 }  // namespace
 
 TEST_P(CudaModelTest, GreedyDecodingFollowsTheCpu) {
-    const std::vector<token_id> prompt = prompt_of(*model_, 300, 1);
+    const std::vector<token_id> prompt = cbltest::random_tokens(*model_, 300, 1);
     auto cpu = open(true, 512);
     auto dev = open(false, 512);
     std::vector<float> a = cpu->prefill(prompt), b = dev->prefill(prompt);
@@ -145,7 +133,7 @@ TEST_P(CudaModelTest, GreedyDecodingFollowsTheCpu) {
 TEST_P(CudaModelTest, LongContextMatchesTheCpu) {
     // 4096 tokens on the GPU; the self-test (two CPU backends) checks the harness on 1024.
     const int n = std::min(selftest() ? 1024 : 4096, model_->hparams().n_ctx_train - 8);
-    const std::vector<token_id> prompt = prompt_of(*model_, n, 2);
+    const std::vector<token_id> prompt = cbltest::random_tokens(*model_, n, 2);
     auto cpu = open(true, n + 8);
     auto dev = open(false, n + 8);
     const std::vector<float> a = cpu->prefill(prompt);
@@ -163,9 +151,10 @@ TEST_P(CudaModelTest, BlendAtRatioOneIsFullPrefillOnTheDevice) {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     const std::string dir = tmpl;
     blend_request req;
-    req.preamble = prompt_of(*model_, 12, 3);
-    for (uint32_t c = 0; c < 4; ++c) req.chunks.push_back(prompt_of(*model_, 200, 10 + c));
-    req.question = prompt_of(*model_, 16, 4);
+    req.preamble = cbltest::random_tokens(*model_, 12, 3);
+    for (uint32_t c = 0; c < 4; ++c)
+        req.chunks.push_back(cbltest::random_tokens(*model_, 200, 10 + c));
+    req.question = cbltest::random_tokens(*model_, 16, 4);
     auto dev = open(false, 1024);
     std::vector<float> full, blended;
     {

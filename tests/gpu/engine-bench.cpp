@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "core/model/model-registry.h"
 #include "core/model/model.h"
 #include "core/prompt/rag-prompt.h"
+#include "util/random-tokens.h"
 
 using namespace cacheblend;
 
@@ -34,17 +34,6 @@ using clock_type = std::chrono::steady_clock;
 
 double ms_since(clock_type::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
-std::vector<token_id> tokens_of(const model& m, int n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> pick(0, std::min(m.hparams().n_vocab, 8192) - 1);
-    std::vector<token_id> out;
-    while (int(out.size()) < n) {
-        const token_id t = pick(rng);
-        if (!m.vocab().is_eog(t)) out.push_back(t);
-    }
-    return out;
 }
 
 double median(std::vector<double> v) {
@@ -79,7 +68,7 @@ void bench(const std::string& path, const std::string& device, int threads, cons
     session s(m, sp);
     const char* dev = s.get_backend().name();
 
-    const std::vector<token_id> prompt = tokens_of(*m, z.prefill, 1);
+    const std::vector<token_id> prompt = cbltest::random_tokens(*m, z.prefill, 1);
     const double prefill_ms = timed(z.runs, [&] {
         s.reset();
         s.prefill(prompt);
@@ -87,7 +76,7 @@ void bench(const std::string& path, const std::string& device, int threads, cons
     std::printf("{\"bench\":\"prefill\",\"device\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f}\n",
                 dev, z.prefill, z.prefill * 1e3 / prefill_ms);
 
-    const std::vector<token_id> p16 = tokens_of(*m, 16, 2);
+    const std::vector<token_id> p16 = cbltest::random_tokens(*m, 16, 2);
     const double decode_ms = timed(z.runs, [&] {
         s.reset();
         s.prefill(p16);
@@ -99,11 +88,11 @@ void bench(const std::string& path, const std::string& device, int threads, cons
     std::fflush(stdout);
 
     blend_request req;
-    req.preamble = tokens_of(*m, 24, 3);
+    req.preamble = cbltest::random_tokens(*m, 24, 3);
     for (int c = 0; c < z.chunks; ++c) {
-        req.chunks.push_back(tokens_of(*m, z.chunk_tokens, 10 + uint32_t(c)));
+        req.chunks.push_back(cbltest::random_tokens(*m, z.chunk_tokens, 10 + uint32_t(c)));
     }
-    req.question = tokens_of(*m, 16, 4);
+    req.question = cbltest::random_tokens(*m, 16, 4);
     char tmpl[] = "/tmp/cbl-engine-bench-XXXXXX";
     if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
     const std::string dir = tmpl;
