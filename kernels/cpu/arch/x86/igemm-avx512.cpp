@@ -9,7 +9,8 @@
 // Decode (gemv_rows): the raw blocks of 16 weight rows are unpacked in registers and dotted with
 // each activation row, lanes over k; a transpose-add tree turns the 16 rows' lane vectors into one
 // vector of exact group totals (lane r = row r), and the float steps run with lanes over rows, in
-// the same order as the tile's lanes run them.
+// the same order as the tile's lanes run them. One activation row of a K-quant (every decode step)
+// goes to its own kernel, igemm-gemv1-avx512.cpp, which gives the same bits in fewer instructions.
 //
 // Operand signs: vpdpbusd multiplies unsigned by signed bytes. q4_0/q5_0/q4_K/q5_K weights stay
 // unsigned (0..31) and meet signed activations (q4_0/q5_0's zero point is taken off as zp times
