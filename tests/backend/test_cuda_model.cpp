@@ -79,7 +79,6 @@ token_id argmax(const std::vector<float>& v) {
     return token_id(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// A prompt of n token ids drawn (seeded) from the vocabulary's ordinary tokens.
 class CudaModelTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {

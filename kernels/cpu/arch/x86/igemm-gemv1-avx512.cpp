@@ -1,8 +1,10 @@
 // The decode GEMV for one activation row and K-quant weights (q4_K, q5_K, q6_K): the bits of the
 // many-row kernel (igemm-avx512.cpp, gemv_k), in fewer instructions per block, because one row is
-// what every decode step runs and at two threads that kernel is bound by vector issue, not by
-// memory (Qwen2.5-1.5B's matmuls: 20 GB/s per core from L3, 27 GB/s cold on two cores against 45
-// GB/s of read bandwidth).
+// what every decode step runs and, with the weights in cache, that kernel is bound by vector issue
+// (Qwen2.5-1.5B's matmuls from L3: 20 GB/s per core, this one 22). From DRAM both run at what the
+// memory gives (27-28 GB/s on two cores of the development VM): the gain shows where cores, not
+// memory bandwidth, are the limit. The activation is prepared by each thread for its own rows:
+// k bytes against that thread's nrows * k / 256 weight blocks.
 //
 // What it does differently, all of it integer and exact (isum is the same int32):
 // - The activation row is prepared once per call to meet the weights as they come out of their
@@ -110,9 +112,10 @@ inline __m512i block_dot(const uint8_t* b, const uint8_t* ap, const int16_t* nsu
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i x[4];
     __m512i s_lo, s_hi;
+    __m128i sc;  // q6_K: the 16 signed sub-block scales
     if (T == dtype::q6_k) {
         d = _cvtsh_ss(ld16(b + 208));
-        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+        sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
         const __m512i scb = _mm512_broadcast_i32x4(sc);
         s_lo = _mm512_srai_epi16(_mm512_shuffle_epi8(scb, ldc(q6_ctl_lo)), 8);
         s_hi = _mm512_srai_epi16(_mm512_shuffle_epi8(scb, ldc(q6_ctl_hi)), 8);
@@ -164,8 +167,7 @@ inline __m512i block_dot(const uint8_t* b, const uint8_t* ap, const int16_t* nsu
     t = _mm512_dpwssd_epi32(t, _mm512_packs_epi32(p[2], p[3]), s_hi);
     if (T == dtype::q6_k) {
         // - 32 * sum_j sc_j * asum16_j: (32 sc_j) fits int16, and so does -asum16_j
-        const __m256i sc32 = _mm256_slli_epi16(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))), 5);
+        const __m256i sc32 = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5);
         const __m256i ns = _mm256_load_si256(reinterpret_cast<const __m256i*>(nsum16));
         t = _mm512_dpwssd_epi32(t, _mm512_zextsi256_si512(sc32), _mm512_zextsi256_si512(ns));
     }
