@@ -223,7 +223,7 @@ TEST(TokenizerModel, ConcurrentEncode) {
     EXPECT_EQ(got[1], expect);
 }
 
-TEST(TokenizerModel, Speed1MB) {
+TEST(TokenizerModel, OneMebibyteRoundTripsAndReportsSpeed) {
     CBL_REQUIRE_DEFAULT_MODEL(path);
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
@@ -247,7 +247,6 @@ TEST(TokenizerModel, Speed1MB) {
     std::printf("tokenizer: load %.0f ms; encode 1 MiB: %.0f ms (%.1f MB/s, %zu tokens); "
                 "encode+decode %.0f ms\n",
                 load_s * 1e3, best * 1e3, text.size() / best / 1e6, n_tokens, round_s * 1e3);
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    EXPECT_LT(best, 1.0) << "1 MiB of English should tokenize well under a second";
-#endif
+    // Speed is printed for the log, not asserted: a shared CI machine makes any wall-clock bound
+    // either flaky or meaningless. The peer benchmark (scripts/peer) is where speed is judged.
 }
