@@ -51,7 +51,8 @@ const command_spec& spec() {
             "the F1 interval is a paired bootstrap (1000 resamples, fixed seed) of mode minus\n"
             "full. With --resume FILE every finished record is written to FILE at once; a run\n"
             "stopped or killed is continued by the same command (--limit may grow, --out may\n"
-            "change; other settings must match, or FILE is refused).",
+            "change; other settings must match, or FILE is refused; the model is matched by\n"
+            "file name and size, so FILE may move to another machine).",
         };
         for (flag_spec& f : eval_flags()) c.flags.push_back(std::move(f));
         for (flag_spec& f : sampling_flags(eval_sampling())) c.flags.push_back(std::move(f));

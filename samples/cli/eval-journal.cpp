@@ -219,6 +219,32 @@ std::string settings_diff(const std::string& journal, const std::string& ours) {
     return out.empty() ? "field order" : out;
 }
 
+// The model by file name, not path: a journal copied to another machine or cache directory
+// resumes there (model_bytes still tells a different file of the same name).
+std::string model_file_name(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool same_settings(const std::string& journal, const std::string& ours) {
+    if (journal == ours) return true;
+    literal j, o;
+    try {
+        j = parse_literal(journal, literal_syntax::json);
+        o = parse_literal(ours, literal_syntax::json);
+    } catch (const capi_error&) {
+        return false;
+    }
+    if (j.kind != literal::dict || o.kind != literal::dict) return false;
+    for (literal* v : {&j, &o}) {
+        for (auto& [key, value] : v->fields) {
+            if (key == "model" && value.kind == literal::string)
+                value.str = model_file_name(value.str);
+        }
+    }
+    return same(j, o);
+}
+
 void write_all(int fd, const std::string& s, const std::string& path) {
     size_t done = 0;
     while (done < s.size()) {
@@ -273,7 +299,7 @@ eval_journal::eval_journal(const std::string& path, const std::string& settings,
     size_t line_no = 1;
     size_t pos = text.find('\n');
     const std::string first = text.substr(0, pos);
-    if (first != settings) {
+    if (!same_settings(first, settings)) {
         throw usage_error("--resume: " + path + " was written by a run with other settings (" +
                           settings_diff(first, settings) +
                           " differ); give these settings another file, or delete it");

@@ -3,6 +3,7 @@
 // on a tiny dataset this test writes itself (musique schema, with ctxs/answers as Python-literal
 // strings and as JSON lists). Runs <build>/bin/cacheblend; every run uses its own temporary KV
 // store.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -343,6 +344,24 @@ TEST_F(CliBlend, EvalResumeSkipsJournaledRecordsAndMatchesAnUninterruptedRun) {
     EXPECT_NE(again.err.find("2 of 2 records done"), std::string::npos) << again.err;
     EXPECT_EQ(json::parse(again.out)["modes"]["blend"]["fidelity_f1"].num,
               j["modes"]["blend"]["fidelity_f1"].num);
+
+    // Copied to another machine, where the model lies in another directory: it is the same
+    // model by file name and size, so the journal resumes; another file name is refused.
+    const std::string elsewhere = dir_ + "/elsewhere";
+    ASSERT_EQ(::mkdir(elsewhere.c_str(), 0755), 0);
+    const std::string same_name = elsewhere + "/" + model_.substr(model_.rfind('/') + 1);
+    ASSERT_EQ(::symlink(model_.c_str(), same_name.c_str()), 0);
+    ASSERT_EQ(::symlink(model_.c_str(), (elsewhere + "/renamed.gguf").c_str()), 0);
+    const auto eval_model = [&](const std::string& model) {
+        return cbltest::run_cli({"eval", "--model", model, "--threads", "1", "--dataset", dataset,
+                                 "--modes", "full,blend", "--store", store, "--max-tokens", "4",
+                                 "--json", "--resume", journal},
+                                dir_ + "/stderr");
+    };
+    const run_result moved = eval_model(same_name);
+    ASSERT_EQ(moved.exit_code, 0) << moved.err;
+    EXPECT_NE(moved.err.find("2 of 2 records done"), std::string::npos) << moved.err;
+    one_error_line(eval_model(elsewhere + "/renamed.gguf"), 2, "model");
 
     // Other settings, or a dataset whose questions changed, are refused and leave it as it was.
     one_error_line(eval({"--resume", journal, "--temp", "0.7"}), 2, "--temp");
