@@ -26,6 +26,7 @@ std::string record_line(const record_result& rec, const qa_record& q) {
     w.field("index", static_cast<int64_t>(rec.index));
     w.field("question", q.question);
     w.field("prompt_tokens", rec.prompt_tokens);
+    w.field("full_margin", rec.full_margin);
     w.key("runs").begin_array();
     for (const run_result& r : rec.runs) {
         w.begin_object();
@@ -120,6 +121,8 @@ record_result parse_record(const literal& v, const line_reader& in, size_t n_run
                 "journal)");
     }
     rec.prompt_tokens = in.integer(v, "prompt_tokens");
+    // Absent in journals written before it was kept.
+    if (v.get("full_margin")) rec.full_margin = in.num_or_nan(v, "full_margin");
     const literal& runs = in.get(v, "runs", literal::list);
     if (runs.items.size() != n_runs) {
         in.fail("record " + std::to_string(index) + " has " + std::to_string(runs.items.size()) +

@@ -57,6 +57,21 @@ int argmax(const float* x, size_t n) {
     return static_cast<int>(std::max_element(x, x + n) - x);
 }
 
+// Best minus second-best logit (the log-probability gap of the two likeliest tokens).
+double top2_gap(const float* x, size_t n) {
+    if (n < 2) return k_nan;
+    float a = std::max(x[0], x[1]), b = std::min(x[0], x[1]);
+    for (size_t i = 2; i < n; ++i) {
+        if (x[i] > a) {
+            b = a;
+            a = x[i];
+        } else if (x[i] > b) {
+            b = x[i];
+        }
+    }
+    return static_cast<double>(a) - static_cast<double>(b);
+}
+
 // One record's prompt in the paper's layout (the eval library's texts, passed literally).
 struct musique_request {
     eval::prompt_view prompt;
@@ -88,6 +103,8 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
     for (size_t k = 0; k < runs.size(); ++k) {
         summary& s = out[k];
         std::vector<double> f1, f1_full, f1_tok, fid, agree, kl, ttft, recomputed, reused;
+        double flip_max = 0;
+        bool margin_unknown = false;
         for (const record_result& rec : results) {
             const run_result& r = rec.runs[k];
             if (!std::isnan(r.f1)) {
@@ -102,7 +119,13 @@ std::vector<summary> summarize(const std::vector<run_spec>& runs,
             recomputed.push_back(static_cast<double>(r.stats.tokens_recomputed));
             reused.push_back(static_cast<double>(r.stats.tokens_reused));
             s.chunks_missed += r.stats.chunks_missed;
+            if (!r.first_token_agree) {
+                ++s.flips;
+                if (std::isnan(rec.full_margin)) margin_unknown = true;
+                flip_max = std::max(flip_max, rec.full_margin);
+            }
         }
+        s.flip_margin_max = s.flips == 0 || margin_unknown ? k_nan : flip_max;
         s.n = static_cast<int64_t>(results.size());
         s.n_gold = static_cast<int64_t>(f1.size());
         if (!f1.empty()) {
@@ -381,7 +404,10 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
             if (!logits || n_logits != n_vocab) {
                 throw capi_error(CBL_INTERNAL, "eval: no first-token logits after a prefill");
             }
-            if (k == 0) std::copy(logits, logits + n_vocab, full_logits.begin());
+            if (k == 0) {
+                std::copy(logits, logits + n_vocab, full_logits.begin());
+                rec.full_margin = top2_gap(logits, n_vocab);
+            }
             r.first_token = argmax(logits, n_vocab);
             r.first_token_kl =
                 k == 0 ? 0.0
@@ -458,6 +484,8 @@ void write_summary(json_writer& w, const eval_meta& meta, const std::vector<run_
         w.field("tokens_recomputed_mean", s.recomputed_mean);
         w.field("chunks_missed", s.chunks_missed);
         if (k > 0) {
+            w.field("first_token_flips", s.flips);
+            w.field("flip_full_margin_max", s.flip_margin_max);
             w.field("f1_diff_vs_full", s.f1_diff);
             w.key("f1_diff_ci95").begin_array().value(s.f1_ci_lo).value(s.f1_ci_hi).end_array();
         }
@@ -479,6 +507,7 @@ void write_records(json_writer& w, const std::vector<run_spec>& runs,
         for (const std::string& g : q.answers) w.value(g);
         w.end_array();
         w.field("prompt_tokens", rec.prompt_tokens);
+        w.field("full_first_token_margin", rec.full_margin);
         w.key("runs").begin_object();
         for (size_t k = 0; k < runs.size(); ++k) {
             const run_result& r = rec.runs[k];
@@ -538,6 +567,22 @@ void print_table(const eval_meta& meta, const std::vector<run_spec>& runs,
                     s.recomputed_mean, diff.c_str());
     }
     std::printf("\nTTFT in ms; recomp: mean tokens recomputed; fidF1, agree, KL: against full.\n");
+    // Whether the first tokens that differ from full's were near-ties of full's own choice.
+    std::string flips;
+    for (size_t k = 1; k < runs.size(); ++k) {
+        const summary& s = sums[k];
+        if (s.flips == 0) continue;
+        char buf[128];
+        std::snprintf(buf, sizeof(buf), "%s%s %lld (<= %.2f)", flips.empty() ? "" : ", ",
+                      runs[k].label.c_str(), static_cast<long long>(s.flips), s.flip_margin_max);
+        flips += buf;
+    }
+    if (!flips.empty()) {
+        std::printf(
+            "first tokens that differ from full's, and full's largest top-2 logit gap "
+            "among them (nats): %s\n",
+            flips.c_str());
+    }
     int64_t missed = 0;
     for (const summary& s : sums) missed += s.chunks_missed;
     if (missed > 0) {

@@ -47,6 +47,10 @@ struct run_result {
 struct record_result {
     size_t index = 0;
     int64_t prompt_tokens = 0;
+    // Full's first-token logit gap, best minus second best (nats): how near a tie the reference
+    // is. A run whose first token differs from full's where this is small changed a coin toss;
+    // NaN in journals written before it was kept.
+    double full_margin = k_nan;
     std::vector<run_result> runs;  // parallel to the run list
 };
 
@@ -56,6 +60,10 @@ struct summary {
     double ttft_mean = 0, ttft_p50 = 0, ttft_p95 = 0, speedup = 0;
     double recomputed_mean = 0, reused_mean = 0;
     int64_t chunks_missed = 0;  // over all records: misses after the warm-up mean evictions
+    // Records whose first token differs from full's, and the largest full_margin among them
+    // (NaN when none differs or a margin is unknown): "every flip was a near-tie" in one number.
+    int64_t flips = 0;
+    double flip_margin_max = k_nan;
     double f1_diff = k_nan;
     double f1_ci_lo = k_nan, f1_ci_hi = k_nan;
 };

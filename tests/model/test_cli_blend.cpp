@@ -266,6 +266,29 @@ TEST_F(CliBlend, EvalOnATinyDataset) {
     for (const char* m : {"full", "reuse", "blend"}) {
         EXPECT_EQ(o["results"][0]["runs"][m]["text"].kind, json::string) << m;
     }
+    // Each record keeps how near a tie full's first token was, and the summary counts the
+    // records whose first token differs from full's with the largest such gap among them.
+    for (const char* m : {"reuse", "blend"}) {
+        int64_t flips = 0;
+        double margin_max = 0;
+        for (size_t i = 0; i < 2; ++i) {
+            const json& rec = o["results"][i];
+            ASSERT_EQ(rec["full_first_token_margin"].kind, json::number) << i;
+            EXPECT_GE(rec["full_first_token_margin"].num, 0.0) << i;
+            if (!rec["runs"][m]["first_token_agreement"].b) {
+                ++flips;
+                margin_max = std::max(margin_max, rec["full_first_token_margin"].num);
+            }
+        }
+        const json& s = modes[m];
+        EXPECT_EQ(s["first_token_flips"].num, flips) << m;
+        if (flips == 0) {
+            EXPECT_EQ(s["flip_full_margin_max"].kind, json::null) << m;
+        } else {
+            EXPECT_EQ(s["flip_full_margin_max"].num, margin_max) << m;
+        }
+    }
+    EXPECT_FALSE(modes["full"].has("first_token_flips"));
 
     // Human output: one line per mode, a sweep adds blend@ratio columns.
     const run_result h = run({"eval", "--dataset", dataset, "--store", dir_ + "/kv",
@@ -334,6 +357,13 @@ TEST_F(CliBlend, EvalResumeSkipsJournaledRecordsAndMatchesAnUninterruptedRun) {
     EXPECT_EQ(j["modes"]["blend"]["n"].num, 2);
     EXPECT_EQ(j["modes"]["full"]["f1"].num, json::parse(whole.out)["modes"]["full"]["f1"].num);
     EXPECT_EQ(answers(rest_out), answers(whole_out));
+    for (size_t i = 0; i < 2; ++i) {  // record 0's margin came back from the journal
+        const double whole_margin =
+            json::parse(read_all(whole_out))["results"][i]["full_first_token_margin"].num;
+        EXPECT_EQ(json::parse(read_all(rest_out))["results"][i]["full_first_token_margin"].num,
+                  whole_margin)
+            << i;
+    }
     text = read_all(journal);
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3) << text;
     EXPECT_EQ(text.back(), '\n');
