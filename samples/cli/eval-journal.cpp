@@ -191,12 +191,38 @@ bool same(const literal& x, const literal& y) {
     return true;
 }
 
+// The model by file name, not path: a journal copied to another machine or cache directory
+// resumes there (model_bytes still tells a different file of the same name).
+std::string model_file_name(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A settings line as compared: parsed, the model named by its file name. Throws capi_error
+// (CBL_FORMAT) when the line is not JSON.
+literal comparable_settings(const std::string& line) {
+    literal v = parse_literal(line, literal_syntax::json);
+    for (auto& [key, value] : v.fields) {
+        if (key == "model" && value.kind == literal::string) value.str = model_file_name(value.str);
+    }
+    return v;
+}
+
+bool same_settings(const std::string& journal, const std::string& ours) {
+    if (journal == ours) return true;
+    try {
+        return same(comparable_settings(journal), comparable_settings(ours));
+    } catch (const capi_error&) {
+        return false;
+    }
+}
+
 // "max_tokens, flags": the settings whose values differ (or the whole line when it is not ours).
 std::string settings_diff(const std::string& journal, const std::string& ours) {
     literal j, o;
     try {
-        j = parse_literal(journal, literal_syntax::json);
-        o = parse_literal(ours, literal_syntax::json);
+        j = comparable_settings(journal);
+        o = comparable_settings(ours);
     } catch (const capi_error&) {
         return "all";
     }
@@ -220,32 +246,6 @@ std::string settings_diff(const std::string& journal, const std::string& ours) {
     const literal* jf = j.get("flags");
     if (of && jf && jf->kind == literal::dict) compare(*of, *jf, "--");
     return out.empty() ? "field order" : out;
-}
-
-// The model by file name, not path: a journal copied to another machine or cache directory
-// resumes there (model_bytes still tells a different file of the same name).
-std::string model_file_name(const std::string& path) {
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool same_settings(const std::string& journal, const std::string& ours) {
-    if (journal == ours) return true;
-    literal j, o;
-    try {
-        j = parse_literal(journal, literal_syntax::json);
-        o = parse_literal(ours, literal_syntax::json);
-    } catch (const capi_error&) {
-        return false;
-    }
-    if (j.kind != literal::dict || o.kind != literal::dict) return false;
-    for (literal* v : {&j, &o}) {
-        for (auto& [key, value] : v->fields) {
-            if (key == "model" && value.kind == literal::string)
-                value.str = model_file_name(value.str);
-        }
-    }
-    return same(j, o);
 }
 
 void write_all(int fd, const std::string& s, const std::string& path) {
