@@ -8,8 +8,11 @@ namespace {
 
 constexpr int k_warps = 4;  // output rows per block
 
-// One warp per weight row: lane l takes columns l, l + 32, ... so the 32 lanes read one 32-element
-// block together (its scale is one broadcast load), then a shuffle reduction per activation row.
+// One warp per weight row. Lane l takes columns 8l .. 8l + 7 of every 256-column span, so one warp
+// step covers a K-quant super-block (eight 32-column blocks of the others) and each lane decodes
+// its sub-block's scale once for its 8 weights (hd::dequant_run8) instead of once per weight.
+// Columns past the last multiple of 8 (only unquantized rows can have them) go one per lane.
+// Then a shuffle reduction per activation row.
 template <typename T>
 __global__ void gemv_kernel(gemv_args a) {
     const int lane = threadIdx.x & 31;
@@ -17,7 +20,19 @@ __global__ void gemv_kernel(gemv_args a) {
     if (r >= a.n) return;
     const uint8_t* row = a.w + r * a.row_bytes;
     float acc[k_gemv_max_rows] = {};
-    for (int64_t c = lane; c < a.k; c += 32) {
+    const int64_t k8 = a.k & ~int64_t(7);
+    for (int64_t c0 = int64_t(lane) * 8; c0 < k8; c0 += 32 * 8) {
+        float wv[8];
+        hd::dequant_run8<T>(row, c0, wv);
+#pragma unroll
+        for (int i = 0; i < k_gemv_max_rows; ++i) {
+            if (i >= a.m) break;
+            const float* x = a.x + i * a.ldx + c0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[i] = fmaf(wv[j], x[j], acc[i]);
+        }
+    }
+    for (int64_t c = k8 + lane; c < a.k; c += 32) {
         const float wv = hd::dequant_at<T>(row, c);
 #pragma unroll
         for (int i = 0; i < k_gemv_max_rows; ++i) {

@@ -1,8 +1,7 @@
 // The weight types the CUDA backend reads, as X-macro lists of kernels/cuda/math/dequant.h traits:
 // dequant.cu and gemv.cu instantiate their kernels from them, dispatch.cu maps dtype -> traits.
-// K-quants are read element by element from their 256-element super-blocks like the others
-// (correct and bit-identical to the CPU's dequantization; a kernel that decodes a super-block's
-// scales once per warp is the faster form still to come). q8_k is an activation format only.
+// The kernels read 8 consecutive weights at a time (hd::dequant_run8: one sub-block scale decoded
+// per 8 weights, bit-identical to the CPU's dequantization). q8_k is an activation format only.
 #pragma once
 
 #include "kernels/cuda/math/dequant.h"

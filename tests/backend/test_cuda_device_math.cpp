@@ -230,6 +230,12 @@ void check_dequant(dtype type) {
                 ASSERT_EQ(bits(hd::dequant_at<T>(row, c)), bits(cpu[size_t(c)]))
                     << "row " << r << " col " << c;
             }
+            for (int64_t c0 = 0; c0 < cols; c0 += 8) {  // the GEMV's and staging's form
+                float run[8];
+                hd::dequant_run8<T>(row, c0, run);
+                ASSERT_EQ(0, std::memcmp(run, cpu.data() + c0, sizeof run))
+                    << "row " << r << " run at col " << c0;
+            }
             for (int64_t b = 0; b < cols / T::block_elems; ++b) {
                 hd::dequant_block<T>(row + b * T::block_bytes, blk);
                 ASSERT_EQ(0, std::memcmp(blk, cpu.data() + b * T::block_elems,

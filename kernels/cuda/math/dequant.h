@@ -44,6 +44,13 @@ struct deq_q4_0 {
         const int v = (j < 16 ? (q & 0xF) : (q >> 4)) - 8;
         return mul_rn(static_cast<float>(v), h2f(load_u16(b)));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const float d = h2f(load_u16(b));
+        const uint8_t* q = b + 2 + (j0 & 15);
+        const int shift = j0 < 16 ? 0 : 4;
+        for (int i = 0; i < 8; ++i)
+            y[i] = mul_rn(static_cast<float>(((q[i] >> shift) & 0xF) - 8), d);
+    }
 };
 
 // q4_1: {f16 d, m; u8 qs[16]}; value q * d + m.
@@ -54,6 +61,14 @@ struct deq_q4_1 {
         const uint8_t q = b[4 + (j & 15)];
         const int v = j < 16 ? (q & 0xF) : (q >> 4);
         return add_rn(mul_rn(static_cast<float>(v), h2f(load_u16(b))), h2f(load_u16(b + 2)));
+    }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const float d = h2f(load_u16(b)), m = h2f(load_u16(b + 2));
+        const uint8_t* q = b + 4 + (j0 & 15);
+        const int shift = j0 < 16 ? 0 : 4;
+        for (int i = 0; i < 8; ++i) {
+            y[i] = add_rn(mul_rn(static_cast<float>((q[i] >> shift) & 0xF), d), m);
+        }
     }
 };
 
@@ -67,6 +82,16 @@ struct deq_q5_0 {
         const int v = ((j < 16 ? (q & 0xF) : (q >> 4)) | static_cast<int>(((qh >> j) & 1u) << 4));
         return mul_rn(static_cast<float>(v - 16), h2f(load_u16(b)));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const float d = h2f(load_u16(b));
+        const uint32_t qh = load_u32(b + 2) >> j0;
+        const uint8_t* q = b + 6 + (j0 & 15);
+        const int shift = j0 < 16 ? 0 : 4;
+        for (int i = 0; i < 8; ++i) {
+            const int v = ((q[i] >> shift) & 0xF) | static_cast<int>(((qh >> i) & 1u) << 4);
+            y[i] = mul_rn(static_cast<float>(v - 16), d);
+        }
+    }
 };
 
 // q5_1: {f16 d, m; u8 qh[4]; u8 qs[16]}; q * d + m.
@@ -79,6 +104,16 @@ struct deq_q5_1 {
         const int v = ((j < 16 ? (q & 0xF) : (q >> 4)) | static_cast<int>(((qh >> j) & 1u) << 4));
         return add_rn(mul_rn(static_cast<float>(v), h2f(load_u16(b))), h2f(load_u16(b + 2)));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const float d = h2f(load_u16(b)), m = h2f(load_u16(b + 2));
+        const uint32_t qh = load_u32(b + 4) >> j0;
+        const uint8_t* q = b + 8 + (j0 & 15);
+        const int shift = j0 < 16 ? 0 : 4;
+        for (int i = 0; i < 8; ++i) {
+            const int v = ((q[i] >> shift) & 0xF) | static_cast<int>(((qh >> i) & 1u) << 4);
+            y[i] = add_rn(mul_rn(static_cast<float>(v), d), m);
+        }
+    }
 };
 
 // q8_0: {f16 d; i8 qs[32]}; q * d.
@@ -88,12 +123,17 @@ struct deq_q8_0 {
     CBL_HD static float elem(const uint8_t* b, int j) {
         return mul_rn(static_cast<float>(static_cast<int8_t>(b[2 + j])), h2f(load_u16(b)));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const float d = h2f(load_u16(b));
+        for (int i = 0; i < 8; ++i)
+            y[i] = mul_rn(static_cast<float>(static_cast<int8_t>(b[2 + j0 + i])), d);
+    }
 };
 
 // ---- K-quants: 256-element super-blocks of 16 or 8 sub-blocks with their own small scales ----
-// Element j is computed on its own (a thread per element, or a warp lane per column), in the
-// CPU's dequant_q*_k order: the sub-block's scale and min first (d * sc, dmin * m), then
-// scale * q - min.
+// elem(b, j) computes element j on its own; run8(b, j0, y) the 8 elements j0 .. j0 + 7 (j0 a
+// multiple of 8, so one sub-block scale) with the scale decoded once. Both in the CPU's
+// dequant_q*_k order: the sub-block's scale and min first (d * sc, dmin * m), then scale * q - min.
 
 CBL_HD static inline float sub_rn(float a, float b) { return add_rn(a, -b); }
 
@@ -122,6 +162,16 @@ struct deq_q2_k {
         const float ml = mul_rn(h2f(load_u16(b + 82)), static_cast<float>(sc >> 4));
         return sub_rn(mul_rn(dl, static_cast<float>(q)), ml);
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const int h = j0 >> 7, g = (j0 >> 5) & 3, k = (j0 >> 4) & 1, l0 = j0 & 15;
+        const uint8_t sc = b[8 * h + 2 * g + k];
+        const float dl = mul_rn(h2f(load_u16(b + 80)), static_cast<float>(sc & 0xF));
+        const float ml = mul_rn(h2f(load_u16(b + 82)), static_cast<float>(sc >> 4));
+        const uint8_t* qs = b + 16 + 32 * h + 16 * k + l0;
+        for (int i = 0; i < 8; ++i) {
+            y[i] = sub_rn(mul_rn(dl, static_cast<float>((qs[i] >> (2 * g)) & 3)), ml);
+        }
+    }
 };
 
 // q3_K: {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}. Same grouping as q2_K; the third bit is
@@ -142,15 +192,36 @@ struct deq_q3_k {
         const float dl = mul_rn(h2f(load_u16(b + 108)), static_cast<float>(sc));
         return mul_rn(dl, static_cast<float>(q2 - (hb ? 0 : 4)));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const int h = j0 >> 7, g = (j0 >> 5) & 3, k = (j0 >> 4) & 1, l0 = j0 & 15;
+        const uint8_t* s = b + 96;
+        const int is = 8 * h + 2 * g + k;
+        const int lo = is < 8 ? (s[is] & 0xF) : (s[is - 8] >> 4);
+        const int hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
+        const float dl = mul_rn(h2f(load_u16(b + 108)), static_cast<float>((lo | (hi << 4)) - 32));
+        const uint8_t* qs = b + 32 + 32 * h + 16 * k + l0;
+        const uint8_t* hm = b + 16 * k + l0;
+        for (int i = 0; i < 8; ++i) {
+            const int q2 = (qs[i] >> (2 * g)) & 3;
+            const int hb = (hm[i] >> (4 * h + g)) & 1;
+            y[i] = mul_rn(dl, static_cast<float>(q2 - (hb ? 0 : 4)));
+        }
+    }
 };
 
 // q4_K / q5_K element from its 4- or 5-bit quant v in sub-block s (scales at b + 4; d, dmin
 // at b, b + 2): d * sc * v - dmin * m.
-CBL_HD inline float k4_value(const uint8_t* b, int s, int v) {
+// k4_scale_min gives the sub-block's two factors once, for a run of its elements.
+CBL_HD inline void k4_scale_min(const uint8_t* b, int s, float* d1, float* m1) {
     int sc, m;
     scale_min_k4(b + 4, s, &sc, &m);
-    const float d1 = mul_rn(h2f(load_u16(b)), static_cast<float>(sc));
-    const float m1 = mul_rn(h2f(load_u16(b + 2)), static_cast<float>(m));
+    *d1 = mul_rn(h2f(load_u16(b)), static_cast<float>(sc));
+    *m1 = mul_rn(h2f(load_u16(b + 2)), static_cast<float>(m));
+}
+
+CBL_HD inline float k4_value(const uint8_t* b, int s, int v) {
+    float d1, m1;
+    k4_scale_min(b, s, &d1, &m1);
     return sub_rn(mul_rn(d1, static_cast<float>(v)), m1);
 }
 
@@ -164,6 +235,16 @@ struct deq_q4_k {
         const uint8_t q = b[16 + 32 * c + l];
         return k4_value(b, 2 * c + hi, hi ? (q >> 4) : (q & 0xF));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const int c = j0 >> 6, hi = (j0 >> 5) & 1, l0 = j0 & 31;
+        float d1, m1;
+        k4_scale_min(b, 2 * c + hi, &d1, &m1);
+        const uint8_t* q = b + 16 + 32 * c + l0;
+        const int shift = hi ? 4 : 0;
+        for (int i = 0; i < 8; ++i) {
+            y[i] = sub_rn(mul_rn(d1, static_cast<float>((q[i] >> shift) & 0xF)), m1);
+        }
+    }
 };
 
 // q5_K: {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: q4_K plus a fifth bit, bit
@@ -176,6 +257,18 @@ struct deq_q5_k {
         const uint8_t q = b[48 + 32 * c + l];
         const int fifth = ((b[16 + l] >> (2 * c + hi)) & 1) << 4;
         return k4_value(b, 2 * c + hi, (hi ? (q >> 4) : (q & 0xF)) + fifth);
+    }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const int c = j0 >> 6, hi = (j0 >> 5) & 1, l0 = j0 & 31;
+        float d1, m1;
+        k4_scale_min(b, 2 * c + hi, &d1, &m1);
+        const uint8_t* q = b + 48 + 32 * c + l0;
+        const uint8_t* qh = b + 16 + l0;
+        const int shift = hi ? 4 : 0, bit = 2 * c + hi;
+        for (int i = 0; i < 8; ++i) {
+            const int v = ((q[i] >> shift) & 0xF) + (((qh[i] >> bit) & 1) << 4);
+            y[i] = sub_rn(mul_rn(d1, static_cast<float>(v)), m1);
+        }
     }
 };
 
@@ -194,6 +287,18 @@ struct deq_q6_k {
         const float ds = mul_rn(h2f(load_u16(b + 208)), static_cast<float>(sc));
         return mul_rn(ds, static_cast<float>(q));
     }
+    CBL_HD static void run8(const uint8_t* b, int j0, float* y) {
+        const int h = j0 >> 7, u = (j0 >> 5) & 3, l0 = j0 & 31;
+        const uint8_t* ql = b + 64 * h + l0 + ((u & 1) ? 32 : 0);
+        const uint8_t* qh = b + 128 + 32 * h + l0;
+        const int8_t sc = static_cast<int8_t>(b[192 + 8 * h + l0 / 16 + 2 * u]);
+        const float ds = mul_rn(h2f(load_u16(b + 208)), static_cast<float>(sc));
+        const int shift = (u & 2) ? 4 : 0;
+        for (int i = 0; i < 8; ++i) {
+            const int q = (((ql[i] >> shift) & 0xF) | (((qh[i] >> (2 * u)) & 3) << 4)) - 32;
+            y[i] = mul_rn(ds, static_cast<float>(q));
+        }
+    }
 };
 
 // Element `col` of a row of type T (col need not be block-aligned).
@@ -201,6 +306,20 @@ template <typename T>
 CBL_HD inline float dequant_at(const uint8_t* row, int64_t col) {
     const int64_t blk = col / T::block_elems;
     return T::elem(row + blk * T::block_bytes, static_cast<int>(col - blk * T::block_elems));
+}
+
+// Elements col0 .. col0 + 7 of a row into y (col0 a multiple of 8). Every block of more than one
+// element is a multiple of 8 long and its sub-blocks share one scale over 8 aligned elements
+// (16 or 32 elements per scale), so the block's scales are decoded once per 8 elements instead of
+// once per element; values are bit-identical to dequant_at's.
+template <typename T>
+CBL_HD inline void dequant_run8(const uint8_t* row, int64_t col0, float* y) {
+    if constexpr (T::block_elems == 1) {
+        for (int i = 0; i < 8; ++i) y[i] = T::elem(row + (col0 + i) * T::block_bytes, 0);
+    } else {
+        const int64_t blk = col0 / T::block_elems;
+        T::run8(row + blk * T::block_bytes, static_cast<int>(col0 - blk * T::block_elems), y);
+    }
 }
 
 // A whole block into y[0 .. T::block_elems).
