@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include "kernels/ops-types.h"
 
@@ -36,6 +37,23 @@ public:
     virtual void copy(void* dst, const void* src, size_t bytes) = 0;
     virtual void synchronize() = 0;
 
+    // ---- transfers beside compute (a device's copy engine; the engine uses them only when
+    // host_memory() is false, and the defaults are the plain, ordered forms) ----
+    // Host memory that upload_async can copy from without staging (CUDA: pinned). 64-byte aligned.
+    virtual void* alloc_host(size_t bytes);
+    virtual void free_host(void* p) noexcept;
+    // Queues a copy from alloc_host memory into backend memory that runs beside the ops queued
+    // after it: it starts once every op queued before the call is done (so earlier readers of
+    // dst have read it). Ops queued after wait_upload(ticket) see the copy; host_src must not
+    // change until finish_upload(ticket) has returned, which waits for the copy on the host and
+    // retires the ticket (every ticket is finished exactly once).
+    virtual uint64_t upload_async(void* dst, const void* host_src, size_t bytes) {
+        upload(dst, host_src, bytes);
+        return 0;
+    }
+    virtual void wait_upload(uint64_t /*ticket*/) {}
+    virtual void finish_upload(uint64_t /*ticket*/) {}
+
     // ---- ops (semantics as in kernels/cpu/ops.h) ----
     virtual void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
                         int64_t ldy, const float* bias) = 0;
@@ -60,6 +78,11 @@ public:
     virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
                               int64_t ld_cached, int64_t n, int64_t width, float* d) = 0;
     virtual void attention_mass(const attention_args& a, float* scores) = 0;
+    // Row i of dst (dst_stride bytes apart) = row idx[i] of src (src_stride bytes apart), each
+    // row_bytes long, for i < n; idx is backend memory. The blend path's gathers of cached and
+    // fresh KV rows on a device, so they never cross to the host row by row.
+    virtual void gather_rows(const void* src, size_t src_stride, const int32_t* idx, int64_t n,
+                             size_t row_bytes, void* dst, size_t dst_stride) = 0;
 
     // ---- encoder, the BERT embedder (semantics as in kernels/cpu/encoder-ops.h) ----
     virtual void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
@@ -67,6 +90,13 @@ public:
     virtual void gelu_erf(float* x, int64_t m, int64_t n, int64_t ld) = 0;
     virtual void encoder_attention(const encoder_attention_args& a) = 0;
 };
+
+inline void* backend::alloc_host(size_t bytes) {
+    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(64));
+}
+inline void backend::free_host(void* p) noexcept {
+    if (p) ::operator delete(p, std::align_val_t(64));
+}
 
 // A buffer owned by a backend, freed on destruction.
 class backend_buffer {

@@ -14,15 +14,18 @@ double ms_since(clock_type::time_point t0) {
 
 }  // namespace
 
-layer_loader::layer_loader(std::vector<chunk_kv_reader*> readers, std::vector<int64_t> row_offset,
-                           int64_t n_rows, int64_t kv_dim, std::vector<int32_t> layers)
+layer_loader::layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv_reader*> readers,
+                           std::vector<int64_t> row_offset, int64_t n_rows, int64_t kv_dim,
+                           std::vector<int32_t> layers)
     : readers_(std::move(readers)),
       row_offset_(std::move(row_offset)),
       kv_dim_(kv_dim),
       layers_(std::move(layers)) {
-    for (auto& s : slots_) {
-        s.k.resize(static_cast<size_t>(std::max<int64_t>(1, n_rows * kv_dim)));
-        s.v.resize(static_cast<size_t>(std::max<int64_t>(1, n_rows * kv_dim)));
+    const auto elems = static_cast<size_t>(std::max<int64_t>(1, n_rows * kv_dim));
+    for (int i = 0; i < 2; ++i) {
+        // 64 bytes of slack past the rows, as aligned_array keeps, for vector loads at the end.
+        slots_[i].k = grow_host<float>(be, &mem->k[i], elems + 16);
+        slots_[i].v = grow_host<uint16_t>(be, &mem->v[i], elems + 32);
     }
     if (!layers_.empty() && !readers_.empty()) thread_ = std::thread([this] { loop(); });
 }
@@ -43,7 +46,13 @@ std::pair<const float*, const uint16_t*> layer_loader::acquire(int32_t layer, do
     cv_.wait(lk, [&] { return failed_ || (s.layer == layer && s.ready); });
     *wait_ms += ms_since(t0);
     if (failed_) std::rethrow_exception(error_);
-    return {s.k.data(), s.v.data()};
+    return {s.k, s.v};
+}
+
+bool layer_loader::ready(int32_t layer) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const slot& s = slots_[static_cast<size_t>(layer) % 2];
+    return failed_ || (s.layer == layer && s.ready);
 }
 
 void layer_loader::release(int32_t layer) {
@@ -76,7 +85,7 @@ void layer_loader::loop() {
         for (size_t c = 0; c < readers_.size(); ++c) {
             try {
                 const int64_t off = row_offset_[c] * kv_dim_;
-                readers_[c]->read_layer(layer, s.k.data() + off, s.v.data() + off, kv_dim_);
+                readers_[c]->read_layer(layer, s.k + off, s.v + off, kv_dim_);
             } catch (...) {
                 std::lock_guard<std::mutex> lk(mu_);
                 failed_ = true;

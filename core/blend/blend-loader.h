@@ -11,17 +11,26 @@
 #include <utility>
 #include <vector>
 
+#include "core/engine/backend.h"
+#include "core/engine/host-block.h"
 #include "core/kvstore/kv-store.h"
-#include "kernels/memory.h"
 
 namespace cacheblend {
 
+// The loader's two slots (K f32 and V f16 of one layer each), kept by the engine across requests
+// so they are allocated once: host memory of the session's backend (pinned on a GPU, so a loaded
+// layer is uploaded beside compute).
+struct loader_memory {
+    host_block k[2], v[2];
+};
+
 class layer_loader {
 public:
-    // readers[c] fills rows [row_offset[c], ...) of an [n_rows][kv_dim] buffer; `layers` are
-    // loaded in order (none: no thread starts).
-    layer_loader(std::vector<chunk_kv_reader*> readers, std::vector<int64_t> row_offset,
-                 int64_t n_rows, int64_t kv_dim, std::vector<int32_t> layers);
+    // readers[c] fills rows [row_offset[c], ...) of an [n_rows][kv_dim] buffer in *mem (grown on
+    // `be` as needed); `layers` are loaded in order (none: no thread starts).
+    layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv_reader*> readers,
+                 std::vector<int64_t> row_offset, int64_t n_rows, int64_t kv_dim,
+                 std::vector<int32_t> layers);
     ~layer_loader();
     layer_loader(const layer_loader&) = delete;
     layer_loader& operator=(const layer_loader&) = delete;
@@ -29,6 +38,8 @@ public:
     // Blocks until `layer` is loaded; returns its K (f32) and V (f16) rows, [n_rows][kv_dim].
     // Adds the time waited to *wait_ms. Rethrows a reader's error (see failed_reader()).
     std::pair<const float*, const uint16_t*> acquire(int32_t layer, double* wait_ms);
+    // True when acquire(layer) would not wait (the layer is loaded, or loading failed).
+    bool ready(int32_t layer);
     // The layer's slot may be refilled (with the layer two ahead).
     void release(int32_t layer);
     double busy_ms() const { return busy_ms_; }
@@ -37,8 +48,8 @@ public:
 
 private:
     struct slot {
-        aligned_array<float> k;
-        aligned_array<uint16_t> v;
+        float* k = nullptr;
+        uint16_t* v = nullptr;
         int32_t layer = -1;
         bool ready = false;
     };

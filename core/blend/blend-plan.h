@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/blend/blend-loader.h"
 #include "core/blend/blend-select.h"
 #include "core/blend/blend.h"
+#include "core/blend/device-layers.h"
 #include "core/blend/query-scores.h"
 #include "core/blend/selection.h"
 #include "core/engine/forward.h"
@@ -55,9 +57,11 @@ struct blend_engine::layer_state {
     std::vector<int32_t> keep;       // indices into active that a check layer keeps
     std::vector<uint8_t> is_active;  // per prompt row
     std::vector<int32_t> gpos;       // relocate: target rows
-    aligned_array<float> gk;         // relocate: gathered cached K
-    aligned_array<uint16_t> gv;      // relocate: gathered cached V
-    host_staging gk_b, gv_b, gpos_b;  // relocate: the same on a device backend
+    aligned_array<float> gk;         // relocate: gathered cached K (host backend)
+    aligned_array<uint16_t> gv;      // relocate: gathered cached V (host backend)
+    std::vector<int32_t> gidx;       // relocate on a device: rows of R to gather
+    host_staging gidx_b, gpos_b;     // relocate on a device: gidx and gpos uploaded
+    std::unique_ptr<device_layers> dev;  // stored layers on a device backend (else null)
     select_scratch sel;
     std::unique_ptr<token_selector> selector;  // the request's policy
     std::vector<int64_t> cand;                 // a check layer's candidates (indices into active)
@@ -111,6 +115,11 @@ struct blend_engine::impl {
     key_memo request, other;      // chunk keys (see key_memo)
     // Rates measured on earlier requests, for ratio=auto (EMA).
     double load_bytes_per_ms = 0, row_layer_ms = 0;
+    // Memory kept across requests: the loader's slots (the session backend's host memory), and
+    // on a device backend their device copies and the relocation's gathered rows.
+    loader_memory load_mem;
+    device_layer_memory dev_mem;
+    backend_buffer gk_d, gv_d;
 };
 
 }  // namespace cacheblend

@@ -7,6 +7,7 @@
 #include "core/blend/blend-plan.h"
 #include "core/blend/blend-select.h"
 #include "core/blend/blend.h"
+#include "core/blend/device-layers.h"
 #include "core/util/error.h"
 
 // The blended prefill (core/blend/blend.h): prefill_once drives the steps in the order a request
@@ -68,7 +69,16 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     resolve_ratio(&P, &st);
     forward_engine& fwd = s_.engine(P.n);  // the session's engine: no second one for blending
     // Load: from here the loader thread reads stored layers while the layers below compute.
-    layer_loader loader(P.hit_readers, P.hit_offset, P.n_reused(), hp.kv_dim(), P.load_layers);
+    backend& be = s_.get_backend();
+    layer_loader loader(be, &impl_->load_mem, P.hit_readers, P.hit_offset, P.n_reused(),
+                        hp.kv_dim(), P.load_layers);
+    if (!be.host_memory() && !P.load_layers.empty()) {
+        L.dev = std::make_unique<device_layers>(be, &impl_->dev_mem, P.n_reused(), hp.kv_dim(),
+                                                [&](int32_t l) {
+                                                    return acquire_layer(l, loader, P.hit_readers,
+                                                                         P.hit_chunks, &L.wait_ms);
+                                                });
+    }
     start_active(P, fwd, &L);
     for (int32_t l = 0; l < hp.n_layer; ++l) run_layer(l, P, loader, fwd, &L);
     fwd.logits(static_cast<int64_t>(L.active.size()) - 1, impl_->logits.data());
@@ -221,7 +231,9 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     const bool loaded = !P.load_layers.empty() && l >= P.load_layers.front();
     const float* ck = nullptr;
     const uint16_t* cv = nullptr;
-    if (loaded) {
+    if (loaded && L->dev) {
+        std::tie(ck, cv) = L->dev->get(l);  // on the device: the check and relocate read it there
+    } else if (loaded) {
         std::tie(ck, cv) = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
     }
     const auto ci = std::find(p_.check_layers.begin(), p_.check_layers.end(), l);
@@ -249,9 +261,20 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     count_dense();
     if (loaded) {
         const auto t_rel = clock_type::now();
-        relocate(l, P, ck, cv, L);
+        if (L->dev) {
+            relocate_on_device(l, P, ck, cv, L);
+        } else {
+            relocate(l, P, ck, cv, L);
+        }
         L->relocate_ms += ms_between(t_rel, clock_type::now());
-        loader.release(l);
+        if (L->dev) {
+            // Layer l's reads are queued: the next layer crosses to the device during this
+            // layer's attention and MLP.
+            L->dev->retire(l, loader);
+            if (l + 1 < s_.get_model().hparams().n_layer) L->dev->prefetch(l + 1, loader);
+        } else {
+            loader.release(l);
+        }
     }
     if (is_check) {
         const auto t_sel = clock_type::now();
@@ -304,10 +327,41 @@ void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uin
     if (L->gpos.empty()) return;
     backend& be = s_.get_backend();
     const size_t n = L->gpos.size();
-    be.relocate_kv(L->gk_b.in(be, L->gk.data(), n * static_cast<size_t>(kd)),
-                   L->gv_b.in(be, L->gv.data(), n * static_cast<size_t>(kd)),
-                   static_cast<int64_t>(n), kd, L->gpos_b.in(be, L->gpos.data(), n), hp.n_head_kv,
-                   hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l), cache.row_elems());
+    be.relocate_kv(L->gk.data(), L->gv.data(), static_cast<int64_t>(n), kd, L->gpos.data(),
+                   hp.n_head_kv, hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l),
+                   cache.row_elems());
+}
+
+// The same on a device backend, where ck and cv are the layer's device copy: the rows to relocate
+// are gathered there (only their indices and positions cross from the host).
+void blend_engine::relocate_on_device(int32_t l, const plan& P, const float* ck, const uint16_t* cv,
+                                      layer_state* L) {
+    const model_hparams& hp = s_.get_model().hparams();
+    const int64_t kd = hp.kv_dim(), NR = P.n_reused();
+    kv_cache& cache = s_.cache();
+    std::fill(L->is_active.begin(), L->is_active.end(), 0);
+    for (int32_t a : L->active) L->is_active[static_cast<size_t>(a)] = 1;
+    L->gpos.clear();
+    L->gidx.clear();
+    for (int64_t r = 0; r < NR; ++r) {
+        const int32_t row = P.reused_rows[static_cast<size_t>(r)];
+        if (L->is_active[static_cast<size_t>(row)]) continue;
+        L->gidx.push_back(static_cast<int32_t>(r));
+        L->gpos.push_back(row);
+    }
+    if (L->gpos.empty()) return;
+    backend& be = s_.get_backend();
+    const size_t n = L->gpos.size(), kb = static_cast<size_t>(kd);
+    float* gk = grow_buffer<float>(be, &impl_->gk_d, n * kb);
+    uint16_t* gv = grow_buffer<uint16_t>(be, &impl_->gv_d, n * kb);
+    const int32_t* idx = L->gidx_b.in(be, L->gidx.data(), n);
+    be.gather_rows(ck, kb * sizeof(float), idx, static_cast<int64_t>(n), kb * sizeof(float), gk,
+                   kb * sizeof(float));
+    be.gather_rows(cv, kb * sizeof(uint16_t), idx, static_cast<int64_t>(n), kb * sizeof(uint16_t),
+                   gv, kb * sizeof(uint16_t));
+    be.relocate_kv(gk, gv, static_cast<int64_t>(n), kd, L->gpos_b.in(be, L->gpos.data(), n),
+                   hp.n_head_kv, hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l),
+                   cache.row_elems());
 }
 
 // Stats of the request: rows computed in the last layer, bytes and time of the load, and the

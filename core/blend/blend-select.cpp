@@ -18,19 +18,17 @@ float random_score(uint64_t x) {
     return static_cast<float>(x >> 40) / static_cast<float>(1u << 24);
 }
 
-// Adds each candidate's deviation of fresh vs cached rows to total[i]. Cached rows are scored as
-// f16 (K is rounded for it: the ranking does not need more), gathered next to their fresh rows.
-// `fresh` is the forward pass's buffer (backend memory): its rows come out through the backend.
-void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>& cand,
-                   const float* fresh, const uint16_t* cached_v, const float* cached_k,
-                   select_scratch* s, std::vector<float>* total) {
+// The candidates' fresh and cached rows side by side, on a host backend: `fresh` (the forward
+// pass's buffer) and the loader's slot are host memory, read in place.
+void gather_on_host(const select_args& a, const std::vector<int64_t>& cand, const float* fresh,
+                    const uint16_t* cached_v, const float* cached_k, select_scratch* s) {
     const int64_t kd = a.kv_dim;
     const int64_t mr = static_cast<int64_t>(cand.size());
     for (int64_t i = 0; i < mr; ++i) {
         const int64_t c = cand[static_cast<size_t>(i)];
         const int64_t r =
             (*a.reused_index)[static_cast<size_t>((*a.active)[static_cast<size_t>(c)])];
-        be.download(s->fresh.data() + i * kd, fresh + c * kd,
+        std::memcpy(s->fresh.data() + i * kd, fresh + c * kd,
                     static_cast<size_t>(kd) * sizeof(float));
         if (cached_v) {
             std::memcpy(s->cached.data() + i * kd, cached_v + r * kd,
@@ -39,11 +37,61 @@ void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>
             fp32_to_fp16_row(cached_k + r * kd, s->cached.data() + i * kd, kd);
         }
     }
-    const size_t elems = static_cast<size_t>(mr * kd);
-    const float* fresh_b = s->fresh_b.in(be, s->fresh.data(), elems);
-    const uint16_t* cached_b = s->cached_b.in(be, s->cached.data(), elems);
+}
+
+// The same on a device backend: row indices go up, the rows are gathered there (K rounded to f16
+// by store_rows_f16, the CPU's rounding), so nothing crosses to the host row by row.
+void gather_on_device(backend& be, const select_args& a, const std::vector<int64_t>& cand,
+                      const float* fresh, const uint16_t* cached_v, const float* cached_k,
+                      select_scratch* s, const float** fresh_d, const uint16_t** cached_d) {
+    const auto kd = static_cast<size_t>(a.kv_dim);
+    const size_t mr = cand.size();
+    s->fresh_rows.resize(mr);
+    s->cached_rows.resize(mr);
+    for (size_t i = 0; i < mr; ++i) {
+        const int64_t c = cand[i];
+        s->fresh_rows[i] = static_cast<int32_t>(c);
+        s->cached_rows[i] =
+            (*a.reused_index)[static_cast<size_t>((*a.active)[static_cast<size_t>(c)])];
+    }
+    const int32_t* fi = s->fresh_rows_b.in(be, s->fresh_rows.data(), mr);
+    const int32_t* ci = s->cached_rows_b.in(be, s->cached_rows.data(), mr);
+    const auto n = static_cast<int64_t>(mr);
+    float* f = grow_buffer<float>(be, &s->fresh_d, mr * kd);
+    be.gather_rows(fresh, kd * sizeof(float), fi, n, kd * sizeof(float), f, kd * sizeof(float));
+    uint16_t* cv = grow_buffer<uint16_t>(be, &s->cached_d, mr * kd);
+    if (cached_v) {
+        be.gather_rows(cached_v, kd * sizeof(uint16_t), ci, n, kd * sizeof(uint16_t), cv,
+                       kd * sizeof(uint16_t));
+    } else {
+        float* k32 = grow_buffer<float>(be, &s->k32_d, mr * kd);
+        be.gather_rows(cached_k, kd * sizeof(float), ci, n, kd * sizeof(float), k32,
+                       kd * sizeof(float));
+        s->iota.resize(mr);
+        for (size_t i = 0; i < mr; ++i) s->iota[i] = static_cast<int32_t>(i);
+        be.store_rows_f16(k32, n, a.kv_dim, a.kv_dim, s->iota_b.in(be, s->iota.data(), mr), cv,
+                          a.kv_dim);
+    }
+    *fresh_d = f;
+    *cached_d = cv;
+}
+
+// Adds each candidate's deviation of fresh vs cached rows to total[i]. Cached rows are scored as
+// f16 (K is rounded for it: the ranking does not need more), gathered next to their fresh rows.
+void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>& cand,
+                   const float* fresh, const uint16_t* cached_v, const float* cached_k,
+                   select_scratch* s, std::vector<float>* total) {
+    const int64_t kd = a.kv_dim;
+    const int64_t mr = static_cast<int64_t>(cand.size());
+    const float* fresh_rows = s->fresh.data();
+    const uint16_t* cached_rows = s->cached.data();
+    if (be.host_memory()) {
+        gather_on_host(a, cand, fresh, cached_v, cached_k, s);
+    } else {
+        gather_on_device(be, a, cand, fresh, cached_v, cached_k, s, &fresh_rows, &cached_rows);
+    }
     float* dev = s->dev_b.out_space(be, s->dev.data(), static_cast<size_t>(mr));
-    be.kv_deviation(fresh_b, kd, cached_b, kd, mr, kd, dev);
+    be.kv_deviation(fresh_rows, kd, cached_rows, kd, mr, kd, dev);
     s->dev_b.out(be, s->dev.data(), dev, static_cast<size_t>(mr));
     for (int64_t i = 0; i < mr; ++i) {
         (*total)[static_cast<size_t>(i)] += s->dev[static_cast<size_t>(i)];
@@ -56,8 +104,10 @@ std::vector<float> deviation_scores(backend& be, const select_args& a,
                                     const std::vector<int64_t>& cand, select_scratch* s) {
     const int64_t mr = static_cast<int64_t>(cand.size());
     s->dev.resize(static_cast<size_t>(std::max<int64_t>(1, mr)));
-    s->fresh.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
-    s->cached.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
+    if (be.host_memory()) {
+        s->fresh.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
+        s->cached.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
+    }
     std::vector<float> total(static_cast<size_t>(mr), 0.f);
     if (a.deviation == deviation_kind::random) {
         for (int64_t i = 0; i < mr; ++i) {

@@ -21,7 +21,9 @@ struct select_args {
     const std::vector<int64_t>* hit_offset = nullptr;    // first row in R of each hit chunk
     const float* fresh_k = nullptr;                      // forward buffers, [active][kv_dim]
     const float* fresh_v = nullptr;
-    const float* cached_k = nullptr;                     // the loader's layer, [R][kv_dim]
+    // The stored layer, [R][kv_dim]: the loader's slot on a host backend, its device copy
+    // (core/blend/device-layers.h) on a device backend.
+    const float* cached_k = nullptr;
     const uint16_t* cached_v = nullptr;
     int64_t kv_dim = 0;
     int64_t n_reused = 0;  // |R|: the share counts against all reused rows
@@ -32,9 +34,13 @@ struct select_args {
 
 // Kept across check layers and requests, so they allocate once.
 struct select_scratch {
-    aligned_array<float> fresh, dev;
+    aligned_array<float> fresh, dev;  // host backend: the candidates' rows gathered; deviation
     aligned_array<uint16_t> cached;
-    host_staging fresh_b, cached_b, dev_b;  // the same arrays on a device backend
+    // Device backend: the candidates' rows (fresh, and R's) gathered on the device; K converted
+    // to f16 there; the deviation comes back to `dev`.
+    std::vector<int32_t> fresh_rows, cached_rows, iota;
+    host_staging fresh_rows_b, cached_rows_b, iota_b, dev_b;
+    backend_buffer fresh_d, cached_d, k32_d;
 };
 
 // Before the layer's K is rotated: *cand = the indices into *active of the reused rows (the

@@ -60,6 +60,19 @@ public:
     void synchronize() override {
         guarded([&] { b_->synchronize(); });
     }
+    void* alloc_host(size_t bytes) override {
+        return guarded([&] { return b_->alloc_host(bytes); });
+    }
+    void free_host(void* p) noexcept override { b_->free_host(p); }
+    uint64_t upload_async(void* dst, const void* src, size_t bytes) override {
+        return guarded([&] { return b_->upload_async(dst, src, bytes); });
+    }
+    void wait_upload(uint64_t ticket) override {
+        guarded([&] { b_->wait_upload(ticket); });
+    }
+    void finish_upload(uint64_t ticket) override {
+        guarded([&] { b_->finish_upload(ticket); });
+    }
 
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
                 const float* bias) override {
@@ -105,6 +118,10 @@ public:
     }
     void attention_mass(const attention_args& a, float* scores) override {
         guarded([&] { b_->attention_mass(a, scores); });
+    }
+    void gather_rows(const void* src, size_t src_stride, const int32_t* idx, int64_t n,
+                     size_t row_bytes, void* dst, size_t dst_stride) override {
+        guarded([&] { b_->gather_rows(src, src_stride, idx, n, row_bytes, dst, dst_stride); });
     }
     void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
                     const float* beta, float eps, float* y, int64_t ldy) override {

@@ -39,4 +39,13 @@ private:
     backend_buffer buf_;
 };
 
+// *b with room for n elements of T on `be`: device scratch that grows and is kept (its contents
+// are lost when it grows).
+template <typename T>
+T* grow_buffer(backend& be, backend_buffer* b, size_t n) {
+    const size_t bytes = (n ? n : 1) * sizeof(T);
+    if (b->size() < bytes) *b = backend_buffer(be, bytes);
+    return b->as<T>();
+}
+
 }  // namespace cacheblend

@@ -31,6 +31,8 @@ public:
     }
     void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void synchronize() override {}
+    void* alloc_host(size_t bytes) override { return aligned_malloc(bytes, 64); }
+    void free_host(void* p) noexcept override { aligned_free(p); }
 
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
                 int64_t ldy, const float* bias) override {
@@ -72,6 +74,15 @@ public:
     }
     void attention_mass(const attention_args& a, float* scores) override {
         cacheblend::attention_mass(pool_, a, scores);
+    }
+    void gather_rows(const void* src, size_t src_stride, const int32_t* idx, int64_t n,
+                     size_t row_bytes, void* dst, size_t dst_stride) override {
+        const auto* s = static_cast<const uint8_t*>(src);
+        auto* d = static_cast<uint8_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) {
+            std::memcpy(d + static_cast<size_t>(i) * dst_stride,
+                        s + static_cast<size_t>(idx[i]) * src_stride, row_bytes);
+        }
     }
     void layer_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,
                     const float* beta, float eps, float* y, int64_t ldy) override {

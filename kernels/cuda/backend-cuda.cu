@@ -9,8 +9,10 @@
 #include "kernels/cuda/attention-mass.cuh"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/context.cuh"
+#include "kernels/cuda/copy-lane.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gather-rows.cuh"
 #include "kernels/cuda/kv-deviation.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -21,7 +23,8 @@ namespace {
 
 class backend_cuda final : public backend {
 public:
-    explicit backend_cuda(int device) : ctx_(device), name_("cuda:" + std::to_string(device)) {}
+    explicit backend_cuda(int device)
+        : ctx_(device), lane_(ctx_), name_("cuda:" + std::to_string(device)) {}
 
     const char* name() const override { return name_.c_str(); }
     int n_threads() const override { return 1; }  // host threads: the device does the work
@@ -63,6 +66,28 @@ public:
     }
     void synchronize() override {
         run([&] { ctx_.synchronize(); });
+    }
+    // Pinned, so upload_async's copies run on the copy engine without a staging copy.
+    void* alloc_host(size_t bytes) override {
+        return run([&] {
+            void* p = nullptr;
+            CBL_CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
+            return p;
+        });
+    }
+    void free_host(void* p) noexcept override {
+        if (!p) return;
+        cudaSetDevice(ctx_.device());
+        cudaFreeHost(p);  // waits for copies that may still read it; errors cannot be reported
+    }
+    uint64_t upload_async(void* dst, const void* host_src, size_t bytes) override {
+        return run([&] { return lane_.start(dst, host_src, bytes); });
+    }
+    void wait_upload(uint64_t ticket) override {
+        run([&] { lane_.wait(ticket); });
+    }
+    void finish_upload(uint64_t ticket) override {
+        run([&] { lane_.finish(ticket); });
     }
 
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
@@ -110,6 +135,13 @@ public:
         });
     }
 
+    void gather_rows(const void* src, size_t src_stride, const int32_t* idx, int64_t n,
+                     size_t row_bytes, void* dst, size_t dst_stride) override {
+        run([&] {
+            cuda::cbl_cuda_gather_rows(ctx_, src, src_stride, idx, n, row_bytes, dst, dst_stride);
+        });
+    }
+
     // The query selection policies' signal (core/blend/selection.h).
     void attention_mass(const attention_args& a, float* scores) override {
         run([&] { cuda::cbl_cuda_attention_mass(ctx_, a, scores); });
@@ -151,6 +183,7 @@ private:
     }
 
     cuda::cuda_ctx ctx_;
+    cuda::copy_lane lane_;  // after ctx_: destroyed first, while the compute stream exists
     std::string name_;
     std::string poisoned_;  // first sticky error's message; empty while healthy
 };

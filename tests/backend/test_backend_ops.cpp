@@ -328,6 +328,36 @@ TEST(BackendOps, StoreRowsF16) {
            }});
 }
 
+// gather_rows in both forms (whole 4-byte words; odd byte lengths and strides), with the source
+// uploaded through alloc_host + upload_async as the blend path streams stored layers; exact.
+TEST(BackendOps, GatherRowsAndAsyncUpload) {
+    const int64_t src_rows = 40, n = 17;
+    std::vector<int32_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = int32_t((i * 7 + 3) % src_rows);
+    for (const size_t row_bytes : {size_t(256) * 4, size_t(37)}) {
+        const size_t src_stride = row_bytes + (row_bytes % 4 ? 3 : 64);
+        const size_t dst_stride = row_bytes + (row_bytes % 4 ? 1 : 0);
+        std::vector<uint8_t> src(src_rows * src_stride);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 131 + 7);
+        const std::vector<uint8_t> d0(size_t(n) * dst_stride, 0xEE);
+        check({"gather_rows row_bytes=" + std::to_string(row_bytes), 0.0, [&](cb::backend& be) {
+                   void* host = be.alloc_host(src.size());
+                   std::memcpy(host, src.data(), src.size());
+                   cb::backend_buffer sb(be, src.size());
+                   const uint64_t t = be.upload_async(sb.as<void>(), host, src.size());
+                   be.wait_upload(t);
+                   cb::backend_buffer ib = put(be, idx), db = put(be, d0);
+                   be.gather_rows(sb.as<void>(), src_stride, ib.as<int32_t>(), n, row_bytes,
+                                  db.as<void>(), dst_stride);
+                   be.finish_upload(t);
+                   be.free_host(host);
+                   const std::vector<uint8_t> out = get<uint8_t>(be, db, d0.size());
+                   return std::vector<std::vector<float>>{
+                       std::vector<float>(out.begin(), out.end())};
+               }});
+    }
+}
+
 namespace {
 
 // One attention shape: heads, KV heads, head size, keys in the cache, the query rows' positions.

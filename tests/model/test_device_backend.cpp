@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -52,6 +54,7 @@ public:
     }
     void download(void* dst, const void* src, size_t b) override {
         mine(src, b, "download src");
+        ++downloads;
         cpu_->download(dst, src, b);
     }
     void copy(void* dst, const void* src, size_t b) override {
@@ -60,6 +63,49 @@ public:
         cpu_->copy(dst, src, b);
     }
     void synchronize() override {}
+
+    // Host memory for upload_async: tracked, so a copy from any other memory is refused (on a
+    // GPU it would be a synchronous staging copy, not one beside compute).
+    void* alloc_host(size_t bytes) override {
+        void* p = backend::alloc_host(bytes);
+        std::lock_guard<std::mutex> lock(mu_);
+        host_allocs_[reinterpret_cast<uintptr_t>(p)] = bytes == 0 ? 1 : bytes;
+        return p;
+    }
+    void free_host(void* p) noexcept override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            host_allocs_.erase(reinterpret_cast<uintptr_t>(p));
+        }
+        backend::free_host(p);
+    }
+    // Copies beside compute, modelled as late as a GPU may run them: the bytes move only when
+    // the compute side first waits for them (or at finish_upload), so an op that reads dst
+    // before wait_upload, or a host source changed before finish_upload, computes with the wrong
+    // data and the bit-for-bit comparisons fail.
+    uint64_t upload_async(void* dst, const void* src, size_t b) override {
+        mine(dst, b, "upload_async dst");
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            const auto u = reinterpret_cast<uintptr_t>(src);
+            auto it = host_allocs_.upper_bound(u);
+            if (it == host_allocs_.begin() ||
+                u + b > std::prev(it)->first + std::prev(it)->second) {
+                throw kernel_error(kernel_status::invalid_arg,
+                                   "strict: upload_async source is not alloc_host memory");
+            }
+        }
+        pending_[next_ticket_] = {dst, src, b};
+        ++async_uploads;
+        ++unfinished_uploads;
+        return next_ticket_++;
+    }
+    void wait_upload(uint64_t t) override { land(t, false); }
+    void finish_upload(uint64_t t) override {
+        land(t, true);
+        pending_.erase(t);
+        --unfinished_uploads;
+    }
 
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
                 const float* bias) override {
@@ -145,6 +191,13 @@ public:
         }
         cpu_->attention_mass(a, scores);
     }
+    void gather_rows(const void* src, size_t src_stride, const int32_t* idx, int64_t n,
+                     size_t row_bytes, void* dst, size_t dst_stride) override {
+        mine(src, 1, "gather_rows src");
+        mine(idx, 1, "gather_rows idx");
+        mine(dst, 1, "gather_rows dst");
+        cpu_->gather_rows(src, src_stride, idx, n, row_bytes, dst, dst_stride);
+    }
     void layer_norm(const float*, int64_t, int64_t, int64_t, const float*, const float*, float,
                     float*, int64_t) override {
         throw kernel_error(kernel_status::unsupported, "strict: no encoder");
@@ -156,9 +209,28 @@ public:
         throw kernel_error(kernel_status::unsupported, "strict: no encoder");
     }
 
-    static inline int uploads = 0, relocations = 0, deviations = 0;
+    static inline int uploads = 0, relocations = 0, deviations = 0, async_uploads = 0,
+                      downloads = 0;
+    static inline int unfinished_uploads = 0;  // every upload_async is finished exactly once
 
 private:
+    struct pending_copy {
+        void* dst;
+        const void* src;
+        size_t bytes;
+        bool done = false;
+    };
+    void land(uint64_t t, bool finishing) {
+        auto it = pending_.find(t);
+        if (it == pending_.end()) {
+            throw kernel_error(kernel_status::internal,
+                               std::string("strict: ") + (finishing ? "finish" : "wait") +
+                                   "_upload of an unknown or finished ticket");
+        }
+        if (!it->second.done) cpu_->upload(it->second.dst, it->second.src, it->second.bytes);
+        it->second.done = true;
+    }
+
     // [p, p + bytes) inside one allocation of ours, else the error a GPU would not give.
     void mine(const void* p, size_t bytes, const char* what) const {
         const auto u = reinterpret_cast<uintptr_t>(p);
@@ -175,6 +247,9 @@ private:
     std::unique_ptr<backend> cpu_;
     mutable std::mutex mu_;
     std::map<uintptr_t, size_t> allocs_;
+    std::map<uintptr_t, size_t> host_allocs_;
+    std::map<uint64_t, pending_copy> pending_;
+    uint64_t next_ticket_ = 1;
 };
 
 void register_strict() {
@@ -227,26 +302,41 @@ protected:
         sp.device = device;
         return std::make_unique<session>(model_, sp);
     }
-    // Blended prefill at ratio `ratio` after precomputing every chunk into its own store.
-    std::vector<float> blend(session& s, const std::string& store_dir, float ratio) {
+    // Blended prefills at ratio `ratio` under `policy` after precomputing every chunk into its
+    // own store: the request, then the request with its chunks in the other order (the engine's
+    // memory kept across requests must not carry the first one's layers into the second).
+    std::vector<std::vector<float>> blend(session& s, const std::string& store_dir, float ratio,
+                                          select_policy policy = select_policy::hkvd,
+                                          deviation_kind dev = deviation_kind::v) {
         kv_store_params kp;
         kp.dir = store_dir;
         std::shared_ptr<kv_store> store = kv_store::open(kp);
         blend_params p;
         p.mode = blend_mode::blend;
         p.ratio = ratio;
+        p.select = policy;
+        p.deviation = dev;
         p.write_back = false;
         blend_engine eng(s, store, p);
         for (const auto& c : req_.chunks) eng.precompute_chunk(req_.preamble, c);
-        blend_stats st;
-        std::vector<float> logits = eng.prefill(req_, &st);
-        EXPECT_EQ(st.chunks_hit, static_cast<int32_t>(req_.chunks.size()));
-        return logits;
+        std::vector<std::vector<float>> out;
+        blend_request req = req_;
+        prefill_downloads_ = 0;
+        for (int i = 0; i < 2; ++i) {
+            blend_stats st;
+            const int d0 = strict_backend::downloads;
+            out.push_back(eng.prefill(req, &st));
+            prefill_downloads_ += strict_backend::downloads - d0;
+            EXPECT_EQ(st.chunks_hit, static_cast<int32_t>(req.chunks.size()));
+            std::reverse(req.chunks.begin(), req.chunks.end());
+        }
+        return out;
     }
 
     std::shared_ptr<const model> model_;
     std::string dir_;
     blend_request req_;
+    int prefill_downloads_ = 0;  // by the last blend()'s prefills
 };
 
 }  // namespace
@@ -280,10 +370,42 @@ TEST_F(DeviceBackendTest, BlendedPrefillMatchesTheCpuBitForBit) {
     auto dev = open("strict:0");
     const int relocations = strict_backend::relocations;
     const int deviations = strict_backend::deviations;
-    const std::vector<float> a = blend(*cpu, dir_ + "/kv-cpu", 0.3f);
-    const std::vector<float> b = blend(*dev, dir_ + "/kv-dev", 0.3f);
+    const int async_uploads = strict_backend::async_uploads;
+    const auto a = blend(*cpu, dir_ + "/kv-cpu", 0.3f);
+    const auto b = blend(*dev, dir_ + "/kv-dev", 0.3f);
     EXPECT_GT(strict_backend::relocations, relocations);  // the blend ops ran on the device
     EXPECT_GT(strict_backend::deviations, deviations);
+    // Stored layers went up whole, beside compute (K and V of every layer from the check layer
+    // on, in each of the two requests) ...
+    const int n_layer = model_->hparams().n_layer;
+    EXPECT_EQ(strict_backend::async_uploads - async_uploads, 2 * 2 * (n_layer - 1));
+    // ... and nothing came down row by row: per request the deviations (one array per check
+    // layer) and the logits, where the candidates are every reused row.
+    EXPECT_LE(prefill_downloads_, 2 * 4);
+    EXPECT_EQ(strict_backend::unfinished_uploads, 0);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(a, b);
+}
+
+// The other signals and schedules on the device path: K deviation (gathered as f32 and rounded
+// on the device), a policy that chooses before layer 0 (every layer streamed), and the question's
+// attention.
+TEST_F(DeviceBackendTest, BlendPoliciesMatchTheCpuBitForBit) {
+    auto cpu = open("cpu");
+    auto dev = open("strict:0");
+    struct variant {
+        select_policy policy;
+        deviation_kind dev;
+    };
+    for (const variant& v : {variant{select_policy::hkvd, deviation_kind::kv},
+                             variant{select_policy::sink, deviation_kind::v},
+                             variant{select_policy::query_hkvd, deviation_kind::k}}) {
+        const std::string tag = std::string(select_policy_name(v.policy)) + "-" +
+                                std::to_string(static_cast<int>(v.dev));
+        SCOPED_TRACE(tag);
+        const auto a = blend(*cpu, dir_ + "/kv-cpu-" + tag, 0.15f, v.policy, v.dev);
+        const auto b = blend(*dev, dir_ + "/kv-dev-" + tag, 0.15f, v.policy, v.dev);
+        EXPECT_EQ(a, b);
+        EXPECT_EQ(strict_backend::unfinished_uploads, 0);
+    }
 }

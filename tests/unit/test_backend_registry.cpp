@@ -74,6 +74,8 @@ public:
     void kv_deviation(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t,
                       float*) override {}
     void attention_mass(const cb::attention_args&, float*) override {}
+    void gather_rows(const void*, size_t, const int32_t*, int64_t, size_t, void*, size_t) override {
+    }
     void layer_norm(const float*, int64_t, int64_t, int64_t, const float*, const float*, float,
                     float*, int64_t) override {}
     void gelu_erf(float*, int64_t, int64_t, int64_t) override {}

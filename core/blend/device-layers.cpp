@@ -1,0 +1,66 @@
+#include "core/blend/device-layers.h"
+
+#include "core/engine/host-staging.h"
+
+namespace cacheblend {
+
+device_layers::device_layers(backend& be, device_layer_memory* mem, int64_t n_rows, int64_t kv_dim,
+                             acquire_fn acquire)
+    : be_(be),
+      mem_(mem),
+      k_bytes_(static_cast<size_t>(n_rows * kv_dim) * sizeof(float)),
+      v_bytes_(static_cast<size_t>(n_rows * kv_dim) * sizeof(uint16_t)),
+      acquire_(std::move(acquire)) {
+    for (int i = 0; i < 2; ++i) {
+        grow_buffer<float>(be_, &mem_->k[i], k_bytes_ / sizeof(float));
+        grow_buffer<uint16_t>(be_, &mem_->v[i], v_bytes_ / sizeof(uint16_t));
+    }
+}
+
+device_layers::~device_layers() {
+    for (slot& s : slots_) {
+        try {
+            finish(&s);
+        } catch (...) {
+            // A device error here was, or will be, reported by the op that met it first.
+            s.ticket_k = s.ticket_v = 0;
+        }
+    }
+}
+
+void device_layers::upload(int32_t l) {
+    slot& s = slots_[l % 2];
+    finish(&s);  // the slot's previous layer (normally retired already)
+    const auto [k, v] = acquire_(l);
+    s.layer = l;
+    s.ticket_k = be_.upload_async(mem_->k[l % 2].as<void>(), k, k_bytes_);
+    s.ticket_v = be_.upload_async(mem_->v[l % 2].as<void>(), v, v_bytes_);
+}
+
+void device_layers::finish(slot* s) {
+    // Zeroed first: a throwing finish must not be retried by the destructor.
+    const uint64_t tk = s->ticket_k, tv = s->ticket_v;
+    s->ticket_k = s->ticket_v = 0;
+    if (tk) be_.finish_upload(tk);
+    if (tv) be_.finish_upload(tv);
+}
+
+std::pair<const float*, const uint16_t*> device_layers::get(int32_t l) {
+    slot& s = slots_[l % 2];
+    if (s.layer != l) upload(l);
+    be_.wait_upload(s.ticket_k);
+    be_.wait_upload(s.ticket_v);
+    return {mem_->k[l % 2].as<float>(), mem_->v[l % 2].as<uint16_t>()};
+}
+
+void device_layers::retire(int32_t l, layer_loader& loader) {
+    finish(&slots_[l % 2]);
+    loader.release(l);
+}
+
+void device_layers::prefetch(int32_t l, layer_loader& loader) {
+    if (slots_[l % 2].layer == l || !loader.ready(l)) return;
+    upload(l);
+}
+
+}  // namespace cacheblend
