@@ -59,7 +59,7 @@ struct blend_engine::layer_state {
     std::vector<int32_t> gpos;       // relocate: target rows
     aligned_array<float> gk;         // relocate: gathered cached K (host backend)
     aligned_array<uint16_t> gv;      // relocate: gathered cached V (host backend)
-    std::vector<int32_t> gidx;       // relocate on a device: rows of R to gather
+    std::vector<int32_t> gidx;       // relocate: rows of R to gather
     host_staging gidx_b, gpos_b;     // relocate on a device: gidx and gpos uploaded
     std::unique_ptr<device_layers> dev;  // stored layers on a device backend (else null)
     select_scratch sel;

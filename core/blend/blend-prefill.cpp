@@ -261,11 +261,7 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     count_dense();
     if (loaded) {
         const auto t_rel = clock_type::now();
-        if (L->dev) {
-            relocate_on_device(l, P, ck, cv, L);
-        } else {
-            relocate(l, P, ck, cv, L);
-        }
+        relocate(l, P, ck, cv, L);
         L->relocate_ms += ms_between(t_rel, clock_type::now());
         if (L->dev) {
             // Layer l's reads are queued: the next layer crosses to the device during this
@@ -305,37 +301,12 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
 }
 
 // Relocate: reused rows not computed at this layer take their stored KV, K rotated to their
-// position in this prompt (stored K is before RoPE, so a chunk is reusable at any offset).
+// position in this prompt (stored K is before RoPE, so a chunk is reusable at any offset). On a
+// host backend ck and cv are the loader's slot and the rows are gathered here; on a device they
+// are the layer's device copy (core/blend/device-layers.h) and the rows are gathered there, so
+// only their indices and positions cross from the host.
 void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uint16_t* cv,
                             layer_state* L) {
-    const model_hparams& hp = s_.get_model().hparams();
-    const int64_t kd = hp.kv_dim(), NR = P.n_reused();
-    kv_cache& cache = s_.cache();
-    std::fill(L->is_active.begin(), L->is_active.end(), 0);
-    for (int32_t a : L->active) L->is_active[static_cast<size_t>(a)] = 1;
-    L->gpos.clear();
-    L->gk.resize(static_cast<size_t>(std::max<int64_t>(1, NR * kd)));
-    L->gv.resize(static_cast<size_t>(std::max<int64_t>(1, NR * kd)));
-    for (int64_t r = 0; r < NR; ++r) {
-        const int32_t row = P.reused_rows[static_cast<size_t>(r)];
-        if (L->is_active[static_cast<size_t>(row)]) continue;
-        const int64_t g = static_cast<int64_t>(L->gpos.size());
-        std::memcpy(L->gk.data() + g * kd, ck + r * kd, static_cast<size_t>(kd) * sizeof(float));
-        std::memcpy(L->gv.data() + g * kd, cv + r * kd, static_cast<size_t>(kd) * sizeof(uint16_t));
-        L->gpos.push_back(row);
-    }
-    if (L->gpos.empty()) return;
-    backend& be = s_.get_backend();
-    const size_t n = L->gpos.size();
-    be.relocate_kv(L->gk.data(), L->gv.data(), static_cast<int64_t>(n), kd, L->gpos.data(),
-                   hp.n_head_kv, hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l),
-                   cache.row_elems());
-}
-
-// The same on a device backend, where ck and cv are the layer's device copy: the rows to relocate
-// are gathered there (only their indices and positions cross from the host).
-void blend_engine::relocate_on_device(int32_t l, const plan& P, const float* ck, const uint16_t* cv,
-                                      layer_state* L) {
     const model_hparams& hp = s_.get_model().hparams();
     const int64_t kd = hp.kv_dim(), NR = P.n_reused();
     kv_cache& cache = s_.cache();
@@ -352,16 +323,33 @@ void blend_engine::relocate_on_device(int32_t l, const plan& P, const float* ck,
     if (L->gpos.empty()) return;
     backend& be = s_.get_backend();
     const size_t n = L->gpos.size(), kb = static_cast<size_t>(kd);
-    float* gk = grow_buffer<float>(be, &impl_->gk_d, n * kb);
-    uint16_t* gv = grow_buffer<uint16_t>(be, &impl_->gv_d, n * kb);
-    const int32_t* idx = L->gidx_b.in(be, L->gidx.data(), n);
-    be.gather_rows(ck, kb * sizeof(float), idx, static_cast<int64_t>(n), kb * sizeof(float), gk,
-                   kb * sizeof(float));
-    be.gather_rows(cv, kb * sizeof(uint16_t), idx, static_cast<int64_t>(n), kb * sizeof(uint16_t),
-                   gv, kb * sizeof(uint16_t));
-    be.relocate_kv(gk, gv, static_cast<int64_t>(n), kd, L->gpos_b.in(be, L->gpos.data(), n),
-                   hp.n_head_kv, hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l),
-                   cache.row_elems());
+    const float* gk = nullptr;
+    const uint16_t* gv = nullptr;
+    const int32_t* gpos = L->gpos.data();
+    if (L->dev) {
+        float* dk = grow_buffer<float>(be, &impl_->gk_d, n * kb);
+        uint16_t* dv = grow_buffer<uint16_t>(be, &impl_->gv_d, n * kb);
+        const int32_t* idx = L->gidx_b.in(be, L->gidx.data(), n);
+        be.gather_rows(ck, kb * sizeof(float), idx, static_cast<int64_t>(n), kb * sizeof(float), dk,
+                       kb * sizeof(float));
+        be.gather_rows(cv, kb * sizeof(uint16_t), idx, static_cast<int64_t>(n),
+                       kb * sizeof(uint16_t), dv, kb * sizeof(uint16_t));
+        gk = dk;
+        gv = dv;
+        gpos = L->gpos_b.in(be, L->gpos.data(), n);
+    } else {
+        L->gk.resize(n * kb);
+        L->gv.resize(n * kb);
+        for (size_t g = 0; g < n; ++g) {
+            const auto r = static_cast<size_t>(L->gidx[g]);
+            std::memcpy(L->gk.data() + g * kb, ck + r * kb, kb * sizeof(float));
+            std::memcpy(L->gv.data() + g * kb, cv + r * kb, kb * sizeof(uint16_t));
+        }
+        gk = L->gk.data();
+        gv = L->gv.data();
+    }
+    be.relocate_kv(gk, gv, static_cast<int64_t>(n), kd, gpos, hp.n_head_kv, hp.head_dim,
+                   s_.weights().rope, cache.k(l), cache.v(l), cache.row_elems());
 }
 
 // Stats of the request: rows computed in the last layer, bytes and time of the load, and the

@@ -128,8 +128,6 @@ private:
     void run_layer(int32_t l, const plan& P, layer_loader& loader, forward_engine& fwd,
                    layer_state* L);
     void relocate(int32_t l, const plan& P, const float* ck, const uint16_t* cv, layer_state* L);
-    void relocate_on_device(int32_t l, const plan& P, const float* ck, const uint16_t* cv,
-                            layer_state* L);
     void record_stats(const plan& P, const layer_state& L, const layer_loader& loader,
                       double total_ms, blend_stats* st) const;
     void update_rates(const plan& P, const layer_state& L, const layer_loader& loader,
