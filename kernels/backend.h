@@ -98,13 +98,20 @@ inline void backend::free_host(void* p) noexcept {
     if (p) ::operator delete(p, std::align_val_t(64));
 }
 
-// A buffer owned by a backend, freed on destruction.
+// A buffer owned by a backend, freed on destruction: backend memory (alloc), or with
+// memory::host the backend's host memory for upload_async (alloc_host).
 class backend_buffer {
 public:
+    enum class memory { backend, host };
     backend_buffer() = default;
-    backend_buffer(backend& be, size_t bytes) : be_(&be), p_(be.alloc(bytes)), bytes_(bytes) {}
+    backend_buffer(backend& be, size_t bytes, memory m = memory::backend)
+        : be_(&be),
+          p_(m == memory::host ? be.alloc_host(bytes) : be.alloc(bytes)),
+          bytes_(bytes),
+          host_(m == memory::host) {}
     ~backend_buffer() { reset(); }
-    backend_buffer(backend_buffer&& o) noexcept : be_(o.be_), p_(o.p_), bytes_(o.bytes_) {
+    backend_buffer(backend_buffer&& o) noexcept
+        : be_(o.be_), p_(o.p_), bytes_(o.bytes_), host_(o.host_) {
         o.p_ = nullptr;
     }
     backend_buffer& operator=(backend_buffer&& o) noexcept {
@@ -113,12 +120,14 @@ public:
             be_ = o.be_;
             p_ = o.p_;
             bytes_ = o.bytes_;
+            host_ = o.host_;
             o.p_ = nullptr;
         }
         return *this;
     }
     void reset() noexcept {
-        if (p_) be_->free(p_);
+        if (p_ && host_) be_->free_host(p_);
+        if (p_ && !host_) be_->free(p_);
         p_ = nullptr;
         bytes_ = 0;
     }
@@ -132,6 +141,7 @@ private:
     backend* be_ = nullptr;
     void* p_ = nullptr;
     size_t bytes_ = 0;
+    bool host_ = false;
 };
 
 }  // namespace cacheblend

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/engine/host-staging.h"
+
 namespace cacheblend {
 namespace {
 
@@ -24,8 +26,9 @@ layer_loader::layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv
     const auto elems = static_cast<size_t>(std::max<int64_t>(1, n_rows * kv_dim));
     for (int i = 0; i < 2; ++i) {
         // 64 bytes of slack past the rows, as aligned_array keeps, for vector loads at the end.
-        slots_[i].k = grow_host<float>(be, &mem->k[i], elems + 16);
-        slots_[i].v = grow_host<uint16_t>(be, &mem->v[i], elems + 32);
+        slots_[i].k = grow_buffer<float>(be, &mem->k[i], elems + 16, backend_buffer::memory::host);
+        slots_[i].v =
+            grow_buffer<uint16_t>(be, &mem->v[i], elems + 32, backend_buffer::memory::host);
     }
     if (!layers_.empty() && !readers_.empty()) thread_ = std::thread([this] { loop(); });
 }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/engine/backend.h"
-#include "core/engine/host-block.h"
 #include "core/kvstore/kv-store.h"
 
 namespace cacheblend {
@@ -21,7 +20,7 @@ namespace cacheblend {
 // so they are allocated once: host memory of the session's backend (pinned on a GPU, so a loaded
 // layer is uploaded beside compute).
 struct loader_memory {
-    host_block k[2], v[2];
+    backend_buffer k[2], v[2];  // memory::host
 };
 
 class layer_loader {

@@ -39,12 +39,13 @@ private:
     backend_buffer buf_;
 };
 
-// *b with room for n elements of T on `be`: device scratch that grows and is kept (its contents
-// are lost when it grows).
+// *b with room for n elements of T on `be`: scratch that grows and is kept (its contents are
+// lost when it grows), in backend memory or, with memory::host, the backend's host memory.
 template <typename T>
-T* grow_buffer(backend& be, backend_buffer* b, size_t n) {
+T* grow_buffer(backend& be, backend_buffer* b, size_t n,
+               backend_buffer::memory m = backend_buffer::memory::backend) {
     const size_t bytes = (n ? n : 1) * sizeof(T);
-    if (b->size() < bytes) *b = backend_buffer(be, bytes);
+    if (b->size() < bytes) *b = backend_buffer(be, bytes, m);
     return b->as<T>();
 }
 
