@@ -74,6 +74,12 @@ __global__ void column_sum_kernel(const float* p, int64_t rows, int64_t n_keys, 
 }  // namespace
 
 void cbl_cuda_attention_mass(cuda_ctx& ctx, const attention_args& a, float* scores) {
+    // As the CPU: a division by zero does not trap on the device, it reads out of bounds.
+    if (a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) {
+        throw kernel_error(kernel_status::invalid_arg,
+                           kernel_fmt("attention_mass: %d heads do not group over %d KV heads",
+                                      a.n_head, a.n_kv_head));
+    }
     if (a.n_keys <= 0) return;
     const int64_t rows = a.n_q * a.n_head;
     if (rows <= 0) {

@@ -42,6 +42,7 @@ public:
         if (!p) return;
         cudaSetDevice(ctx_.device());
         cudaFree(p);
+        (void)cudaGetLastError();  // unreported, so it must not surface as a later op's failure
     }
     void upload(void* dst, const void* host_src, size_t bytes) override {
         // From pageable memory the call returns once host_src has been staged, so the caller may
@@ -79,6 +80,7 @@ public:
         if (!p) return;
         cudaSetDevice(ctx_.device());
         cudaFreeHost(p);  // waits for copies that may still read it; errors cannot be reported
+        (void)cudaGetLastError();  // ... nor surface as a later op's failure
     }
     uint64_t upload_async(void* dst, const void* host_src, size_t bytes) override {
         return run([&] { return lane_.start(dst, host_src, bytes); });

@@ -37,14 +37,17 @@ uint64_t copy_lane::start(void* dst, const void* src, size_t bytes) {
     if (!compute_mark_)
         CBL_CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
     cudaEvent_t done = take_event();
-    pending_.push_back({next_, done});  // owned by pending_ from here, even if a call below fails
+    // The ticket is spent before anything can fail: a failed start must not leave an entry whose
+    // number the next start returns again (its event never recorded, so waits on it pass at once).
+    const uint64_t ticket = next_++;
+    pending_.push_back({ticket, done});  // owned by pending_ from here, even if a call below fails
     CBL_CUDA_CHECK(cudaEventRecord(compute_mark_, ctx_.stream()));
     CBL_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), compute_mark_, 0));
     if (bytes) {
         CBL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.get()));
     }
     CBL_CUDA_CHECK(cudaEventRecord(done, stream_.get()));
-    return next_++;
+    return ticket;
 }
 
 void copy_lane::wait(uint64_t ticket) {

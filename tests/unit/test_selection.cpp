@@ -13,6 +13,7 @@
 #include "core/blend/selection.h"
 #include "kernels/cpu/backend-cpu.h"
 #include "kernels/fp16.h"
+#include "kernels/kernel-error.h"
 
 using namespace cacheblend;
 
@@ -194,6 +195,18 @@ TEST(Selection, AttentionMassSumsSoftmaxOverRowsAndHeads) {
     EXPECT_NEAR(scores[0], 1 / s + 1 / 3.0 + 2.0, 1e-6);  // row 1 puts both heads on key 0
     EXPECT_NEAR(scores[1], std::exp(1.0) / s + 1 / 3.0, 1e-6);
     EXPECT_NEAR(scores[2], std::exp(2.0) / s + 1 / 3.0, 1e-6);
+
+    // Heads that do not group over the KV heads are an argument error, not a division by zero
+    // (or, on a device, reads past the keys).
+    for (int n_kv : {0, 3}) {
+        a.n_kv_head = n_kv;
+        try {
+            be->attention_mass(a, scores);
+            ADD_FAILURE() << n_kv << " KV heads accepted";
+        } catch (const kernel_error& e) {
+            EXPECT_EQ(e.code(), kernel_status::invalid_arg) << e.what();
+        }
+    }
 }
 
 }  // namespace
