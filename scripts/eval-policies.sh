@@ -3,7 +3,7 @@
 # then blend under every policy at every ratio on a QA dataset, one full run as the reference of
 # all, and a PNG of fidelity against speed-up with one curve per policy. A benchmark run by hand,
 # not a test: on 2 CPU threads with Qwen2.5-Coder-1.5B a licence-QA record (about 2900 tokens)
-# takes about two minutes, a musique record (about 6000) ten.
+# takes about two minutes, a musique record (about 6000) five.
 #   bash scripts/eval-policies.sh DATASET
 # Environment: LIMIT (30), POLICIES (hkvd,sink,sink+hkvd,query,query+hkvd), RATIOS
 # (0.02,0.05,0.1,0.15,0.3), OUT_DIR (build/eval-policies), BUILD_DIR (build), CBL_THREADS,
