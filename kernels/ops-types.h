@@ -51,6 +51,12 @@ struct attention_args {
     int64_t out_stride = 0;
 };
 
+// The KV heads `a` reads, at least 1: n_kv_head, or n_head when n_kv_head is 0 (multi-head
+// attention). Throws kernel_error(invalid_arg) naming `op` when the query heads do not group over the KV
+// heads (n_kv_head < 0, or n_head not a multiple of it): on a device a bad grouping is no trap
+// but a read past the keys. Every attention kernel, CPU and CUDA, reads its arguments here.
+int attention_kv_heads(const attention_args& a, const char* op);
+
 // Packed sequences: rows [seq_start[s], seq_start[s + 1]) of q/k/v belong to sequence s, and a
 // query attends to every key of its own sequence (no causal mask, no padding).
 struct encoder_attention_args {

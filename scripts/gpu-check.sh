@@ -133,6 +133,21 @@ for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cu
 done | tee "$out/tests.txt"
 tests_ok=1
 grep -q FAILED "$out/tests.txt" && tests_ok=0
+# Attention of 64+ rows runs as GEMMs (kernels/cuda/attention-gemm.cu); the row kernel serves
+# decode. Its op tests again with every batch on the row kernel, and on a model failure the models
+# that way too, so a failure points at one path or the other.
+rows_tests=(test_backend_ops)
+grep -q 'test_cuda_model: FAILED' "$out/tests.txt" && rows_tests+=(test_cuda_model)
+for t in "${rows_tests[@]}"; do
+  rc=0
+  CBL_CUDA_ATTENTION=rows "$build/tests/$t" >"$out/$t.rows.log" 2>&1 || rc=$?
+  if ((rc == 0)); then
+    echo "  $t, attention on the row kernel only: passed"
+  else
+    echo "  $t, attention on the row kernel only: FAILED (rc $rc)"
+  fi
+done | tee -a "$out/tests.txt"
+grep -q 'row kernel only: FAILED' "$out/tests.txt" && tests_ok=0
 grep '^\[ model \]' "$out/test_cuda_model.log" || true
 
 echo "== speed (models blown up to their full shape)" >&2

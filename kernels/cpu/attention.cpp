@@ -299,8 +299,7 @@ void attention_ggml(thread_pool& pool, const attention_args& a, int n_kv) {
 
 void attention(thread_pool& pool, const attention_args& a) {
     if (a.n_q <= 0 || a.n_head <= 0 || a.head_dim <= 0) return;
-    const int n_kv = a.n_kv_head > 0 ? a.n_kv_head : a.n_head;
-    if (a.n_head % n_kv != 0) return;
+    const int n_kv = attention_kv_heads(a, "attention");
 
     const cpu_isa isa = cpu_isa_active();
     if (isa >= cpu_isa::avx512 && a.head_dim % 16 == 0 && a.head_dim <= 256) {

@@ -52,12 +52,7 @@ void kv_deviation(thread_pool& pool, const float* fresh, int64_t ld_fresh, const
 void attention_mass(thread_pool& pool, const attention_args& a, float* scores) {
     const int64_t nk = a.n_keys, hd = a.head_dim;
     const int64_t rows = a.n_q * a.n_head;
-    if (a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) {
-        throw kernel_error(kernel_status::invalid_arg,
-                           kernel_fmt("attention_mass: %d heads do not group over %d KV heads",
-                                      a.n_head, a.n_kv_head));
-    }
-    const int group = a.n_head / a.n_kv_head;
+    const int group = a.n_head / attention_kv_heads(a, "attention_mass");
     // One probability row per (query row, head), then a sum per key in row order: the same
     // result on any number of threads.
     std::vector<float> p(static_cast<size_t>(std::max<int64_t>(1, rows * nk)), 0.f);

@@ -1,12 +1,16 @@
-// A straightforward first kernel, not a tuned one: one block per (query row, head), its warps
+// The row kernel, for decode and short batches: one block per (query row, head), its warps
 // taking keys round-robin, each warp folding one key at a time into its own online-softmax state
 // (lanes split head_dim), and the warps' partial states merged at the end. K/V rows of a KV head
-// are re-read by each query head of its group (through L2). Tiling keys through shared memory
-// for many query rows at once (FlashAttention-2 style) is the next step for long prefills.
+// are re-read by each query head of its group (through L2). Batches of many rows go to the GEMM
+// path (attention-gemm.cu); a fused FlashAttention kernel would also save its score memory.
 #include "kernels/cuda/attention.cuh"
 
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/attention-gemm.cuh"
 #include "kernels/cuda/math/online-softmax.h"
 
 namespace cacheblend {
@@ -93,12 +97,25 @@ __global__ void attention_kernel(attn_params prm) {
     }
 }
 
+// CBL_CUDA_ATTENTION=rows keeps every batch on the row kernel: a check of the GEMM path
+// against it on a GPU (scripts/gpu-check.sh), read once.
+bool rows_kernel_forced() {
+    static const bool forced = [] {
+        const char* v = std::getenv("CBL_CUDA_ATTENTION");
+        return v != nullptr && std::strcmp(v, "rows") == 0;
+    }();
+    return forced;
+}
+
 }  // namespace
 
 void cbl_cuda_attention(cuda_ctx& ctx, const attention_args& a) {
     if (a.n_q <= 0 || a.n_head <= 0 || a.head_dim <= 0) return;
-    const int n_kv = a.n_kv_head > 0 ? a.n_kv_head : a.n_head;
-    if (a.n_head % n_kv != 0) return;  // as the CPU: not a valid GQA grouping
+    const int n_kv = attention_kv_heads(a, "cuda attention");
+    if (cbl_cuda_attention_gemm_fits(a) && !rows_kernel_forced()) {
+        cbl_cuda_attention_gemm(ctx, a, n_kv);
+        return;
+    }
     if (a.head_dim > k_attn_max_head_dim) {
         throw kernel_error(kernel_status::unsupported,
                            kernel_fmt("cuda attention: head_dim %d > %d", a.head_dim,

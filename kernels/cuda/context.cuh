@@ -62,6 +62,7 @@ enum scratch_slot : int {
     scratch_w_f16 = 0,            // dequantized weight panel (matmul)
     scratch_x_f16 = 1,            // activations converted to f16 (matmul)
     scratch_attention_probs = 2,  // one softmax row per (query row, head) (attention_mass)
+    scratch_row_exponent = 3,     // per-row f16 staging exponents (matmul)
 };
 
 }  // namespace cuda

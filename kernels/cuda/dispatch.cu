@@ -57,43 +57,49 @@ void check_weight(const weight_view& w, int block_elems, int block_bytes, const 
 // vocabularies while keeping each GEMM large.
 constexpr size_t k_panel_bytes = size_t(64) << 20;
 
-// Prefill: activations -> f16 once, then per panel of weight rows: dequantize -> f16, GEMM into
-// the panel's columns of y. f16 weights are used in place; f32 weights run an f32 GEMM on x.
+// Prefill: activations -> f16 once (each row scaled into f16's range when it is not, see
+// kernels/cuda/math/f16-staging.h), then per panel of weight rows: dequantize -> f16, GEMM into
+// the panel's columns of y; finally staged rows are scaled back and the bias added in one pass.
+// f16 weights are used in place; f32 weights run an f32 GEMM on x.
 template <typename T>
 void matmul_gemm(cuda_ctx& ctx, const weight_view& w, const float* x, int64_t m, int64_t ldx,
-                 float* y, int64_t ldy) {
+                 float* y, int64_t ldy, const float* bias) {
     const int64_t n = w.rows, k = w.cols;
     const auto* wbytes = static_cast<const uint8_t*>(w.data);
     if (w.type == dtype::f32) {
         const int64_t ldw = static_cast<int64_t>(w.row_bytes / sizeof(float));
         cbl_cuda_gemm(ctx, {CUDA_R_32F, wbytes, ldw, x, ldx, y, ldy, m, n, k});
+        if (bias) cbl_cuda_add_bias(ctx, y, m, n, ldy, bias);
         return;
     }
     void* xh = ctx.scratch(scratch_x_f16, size_t(m) * size_t(k) * sizeof(__half));
-    cbl_cuda_f32_to_f16_rows(ctx, x, m, k, ldx, xh, k);
+    auto* exps =
+        static_cast<int32_t*>(ctx.scratch(scratch_row_exponent, size_t(m) * sizeof(int32_t)));
+    cbl_cuda_f16_stage_rows(ctx, x, m, k, ldx, xh, k, exps);
     if (w.type == dtype::f16) {
         const int64_t ldw = static_cast<int64_t>(w.row_bytes / sizeof(__half));
         cbl_cuda_gemm(ctx, {CUDA_R_16F, wbytes, ldw, xh, k, y, ldy, m, n, k});
-        return;
+    } else {
+        const int64_t panel = std::max<int64_t>(
+            256, static_cast<int64_t>(k_panel_bytes / (size_t(k) * sizeof(__half))) / 256 * 256);
+        const int64_t rows = std::min(panel, n);
+        void* wh = ctx.scratch(scratch_w_f16, size_t(rows) * size_t(k) * sizeof(__half));
+        for (int64_t r0 = 0; r0 < n; r0 += rows) {
+            const int64_t nr = std::min(rows, n - r0);
+            dequant_args da;
+            da.src = wbytes;
+            da.row_bytes = w.row_bytes;
+            da.n_src_rows = n;
+            da.cols = k;
+            da.row0 = r0;
+            da.n_rows = nr;
+            da.dst = wh;
+            da.ld_dst = k;
+            cbl_cuda_dequant_rows_f16<T>(ctx, da);
+            cbl_cuda_gemm(ctx, {CUDA_R_16F, wh, k, xh, k, y + r0, ldy, m, nr, k});
+        }
     }
-    const int64_t panel = std::max<int64_t>(
-        256, static_cast<int64_t>(k_panel_bytes / (size_t(k) * sizeof(__half))) / 256 * 256);
-    const int64_t rows = std::min(panel, n);
-    void* wh = ctx.scratch(scratch_w_f16, size_t(rows) * size_t(k) * sizeof(__half));
-    for (int64_t r0 = 0; r0 < n; r0 += rows) {
-        const int64_t nr = std::min(rows, n - r0);
-        dequant_args da;
-        da.src = wbytes;
-        da.row_bytes = w.row_bytes;
-        da.n_src_rows = n;
-        da.cols = k;
-        da.row0 = r0;
-        da.n_rows = nr;
-        da.dst = wh;
-        da.ld_dst = k;
-        cbl_cuda_dequant_rows_f16<T>(ctx, da);
-        cbl_cuda_gemm(ctx, {CUDA_R_16F, wh, k, xh, k, y + r0, ldy, m, nr, k});
-    }
+    cbl_cuda_f16_unstage_rows(ctx, y, m, n, ldy, exps, bias);
 }
 
 }  // namespace
@@ -112,6 +118,7 @@ void cbl_cuda_matmul(cuda_ctx& ctx, const weight_view& w, const float* x, int64_
             CBL_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * sizeof(float), 0,
                                              size_t(w.rows) * sizeof(float), size_t(m),
                                              ctx.stream()));
+            if (bias) cbl_cuda_add_bias(ctx, y, m, w.rows, ldy, bias);
         } else if (m <= k_gemv_max_rows) {
             gemv_args ga;
             ga.w = static_cast<const uint8_t*>(w.data);
@@ -125,11 +132,9 @@ void cbl_cuda_matmul(cuda_ctx& ctx, const weight_view& w, const float* x, int64_
             ga.ldy = ldy;
             ga.bias = bias;
             cbl_cuda_gemv<T>(ctx, ga);
-            return;
         } else {
-            matmul_gemm<T>(ctx, w, x, m, ldx, y, ldy);
+            matmul_gemm<T>(ctx, w, x, m, ldx, y, ldy, bias);
         }
-        if (bias) cbl_cuda_add_bias(ctx, y, m, w.rows, ldy, bias);
     });
     if (!ok) throw_unsupported(w.type, "matmul");
 }

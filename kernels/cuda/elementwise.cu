@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/math/elementwise.h"
+#include "kernels/cuda/math/f16-staging.h"
 
 namespace cacheblend {
 namespace cuda {
@@ -60,15 +61,50 @@ struct bias_op {
     }
 };
 
-struct to_f16_op {
-    const float* x;
-    int64_t ldx;
-    __half* out;
-    int64_t ld_out;
-    __device__ void operator()(int64_t r, int64_t c) const {
-        out[r * ld_out + c] = __float2half_rn(x[r * ldx + c]);
+// Rows handled by the one-block-per-row kernels below, grid-stride beyond this many blocks.
+constexpr int64_t k_max_row_blocks = int64_t(1) << 16;
+
+unsigned row_blocks(int64_t m) { return unsigned(m < k_max_row_blocks ? m : k_max_row_blocks); }
+
+// One block per row: the row's largest magnitude (NaNs ignored by fmaxf, inf kept), its staging
+// exponent, then the staged f16 values; the second read of the row comes from the cache.
+__global__ void f16_stage_kernel(const float* x, int64_t m, int64_t n, int64_t ldx, __half* out,
+                                 int64_t ld_out, int32_t* exps) {
+    __shared__ float partial[k_threads / 32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
+        const float* xr = x + r * ldx;
+        float amax = 0.f;
+        for (int64_t c = threadIdx.x; c < n; c += blockDim.x) amax = fmaxf(amax, fabsf(xr[c]));
+        for (int off = 16; off > 0; off >>= 1) {
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        }
+        if (lane == 0) partial[warp] = amax;
+        __syncthreads();
+        float row_max = 0.f;
+        for (int w = 0; w < k_threads / 32; ++w) row_max = fmaxf(row_max, partial[w]);
+        const int e = hd::f16_stage_exponent(row_max);
+        if (threadIdx.x == 0) exps[r] = e;
+        __half* o = out + r * ld_out;
+        for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+            o[c] = __float2half_rn(hd::f16_stage(xr[c], e));
+        }
+        __syncthreads();  // partial is rewritten for the next row
     }
-};
+}
+
+__global__ void f16_unstage_kernel(float* y, int64_t m, int64_t n, int64_t ldy, const int32_t* exps,
+                                   const float* bias) {
+    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
+        const int e = exps[r];
+        if (e == 0 && bias == nullptr) continue;  // the common case: nothing to do
+        float* yr = y + r * ldy;
+        for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+            const float v = hd::f16_unstage(yr[c], e);
+            yr[c] = bias ? hd::add(v, bias[c]) : v;
+        }
+    }
+}
 
 }  // namespace
 
@@ -86,9 +122,20 @@ void cbl_cuda_add_bias(cuda_ctx& ctx, float* y, int64_t m, int64_t n, int64_t ld
     launch_rows(ctx, m, n, bias_op{y, bias, ldy});
 }
 
-void cbl_cuda_f32_to_f16_rows(cuda_ctx& ctx, const float* x, int64_t m, int64_t n, int64_t ldx,
-                              void* out, int64_t ld_out) {
-    launch_rows(ctx, m, n, to_f16_op{x, ldx, static_cast<__half*>(out), ld_out});
+void cbl_cuda_f16_stage_rows(cuda_ctx& ctx, const float* x, int64_t m, int64_t n, int64_t ldx,
+                             void* out, int64_t ld_out, int32_t* exps) {
+    if (m <= 0) return;
+    f16_stage_kernel<<<row_blocks(m), k_threads, 0, ctx.stream()>>>(x, m, n, ldx,
+                                                                    static_cast<__half*>(out),
+                                                                    ld_out, exps);
+    CBL_CUDA_LAUNCH_CHECK();
+}
+
+void cbl_cuda_f16_unstage_rows(cuda_ctx& ctx, float* y, int64_t m, int64_t n, int64_t ldy,
+                               const int32_t* exps, const float* bias) {
+    if (m <= 0 || n <= 0) return;
+    f16_unstage_kernel<<<row_blocks(m), k_threads, 0, ctx.stream()>>>(y, m, n, ldy, exps, bias);
+    CBL_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace cuda

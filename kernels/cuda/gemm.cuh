@@ -1,6 +1,7 @@
 // cuBLASLt GEMM for prefill-sized matmuls: y[m x n] = x[m x k] * w[n x k]^T, all row-major, with
 // w and x both f16 (dequantized weights, converted activations; f32 accumulation and output) or
-// both f32. Plans (descriptors + the heuristic's algorithm) are cached per shape, type and
+// both f32; w_kn takes w as [k x n] instead (y = x * w: attention's P * V), and batch > 1 runs
+// that many GEMMs at fixed element strides apart (attention's heads). Plans (descriptors + the heuristic's algorithm) are cached per shape, type and
 // pointer alignment in the context (docs/ARCHITECTURE.md, 'Backends'), so a repeated shape costs
 // one lookup.
 #pragma once
@@ -26,12 +27,18 @@ struct gemm_args {
     float* y = nullptr;                   // m rows, ldy floats apart
     int64_t ldy = 0;
     int64_t m = 0, n = 0, k = 0;
+    bool w_kn = false;  // w is k rows of n (y = x * w) rather than n rows of k (y = x * w^T)
+    int batch = 1;      // GEMMs; the i-th reads w + i * stride_w, x + i * stride_x, writes y + ...
+    int64_t stride_w = 0, stride_x = 0, stride_y = 0;  // in elements of each matrix's type
 };
 
 void cbl_cuda_gemm(cuda_ctx& ctx, const gemm_args& a);
 
 struct gemm_plan_key {
     int64_t m, n, k, ldw, ldx, ldy;
+    int64_t stride_w, stride_x, stride_y;
+    int batch;
+    bool w_kn;
     int ab_type;
     int align_w, align_x, align_y;  // pointer alignment in bytes (cuBLASLt picks algorithms by it)
     bool operator==(const gemm_plan_key& o) const;

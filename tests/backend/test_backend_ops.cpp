@@ -201,6 +201,41 @@ TEST(BackendOps, Matmul) {
     }
 }
 
+// Activations beyond f16's range ("massive activations" entering ffn_down): the GEMM path stages
+// x as f16 and must scale such rows into range rather than turn them into inf. Rows alternate
+// between plain values and rows with outliers up to 1e6; every output must be finite.
+TEST(BackendOps, MatmulActivationsBeyondHalfRange) {
+    for (dtype t : {dtype::f16, dtype::q8_0, dtype::q4_k, dtype::q6_k}) {
+        for (bool bias : {false, true}) {
+            const int64_t m = 40, n = 64, k = 512, ldx = k, ldy = n;
+            const std::vector<uint8_t> w = make_weights(t, n, k, 11);
+            std::vector<float> x = random_vec(size_t(m * ldx), 12, -4.f, 4.f);
+            for (int64_t r = 1; r < m; r += 2) {
+                x[size_t(r * ldx + (r * 37) % k)] = 1e6f;
+                x[size_t(r * ldx + (r * 91) % k)] = -7e4f * float(r);
+            }
+            const std::vector<float> bv = random_vec(size_t(n), 13);
+            const std::vector<float> y0(size_t(m * ldy), 7.f);
+            check({shape("matmul beyond f16", t, m, n, k) + (bias ? " +bias" : ""), k_nmse_matmul,
+                   [&](cb::backend& be) {
+                       cb::backend_buffer wb = put(be, w), xb = put(be, x), bb = put(be, bv),
+                                          yb = put(be, y0);
+                       be.matmul(view_of(t, wb, n, k), xb.as<float>(), m, ldx, yb.as<float>(), ldy,
+                                 bias ? bb.as<float>() : nullptr);
+                       const std::vector<float> y = get<float>(be, yb, y0.size());
+                       for (float v : y) EXPECT_TRUE(std::isfinite(v)) << v;
+                       // One output per row: the plain rows' error is not hidden by the
+                       // outlier rows' energy.
+                       std::vector<std::vector<float>> rows;
+                       for (int64_t r = 0; r < m; ++r) {
+                           rows.emplace_back(y.begin() + r * ldy, y.begin() + (r + 1) * ldy);
+                       }
+                       return rows;
+                   }});
+        }
+    }
+}
+
 TEST(BackendOps, GetRows) {
     for (dtype t : k_weight_types) {
         const int64_t rows = 50, cols = 256, ldy = cols + 4;  // one K-quant super-block
@@ -361,14 +396,28 @@ TEST(BackendOps, GatherRowsAndAsyncUpload) {
 namespace {
 
 // One attention shape: heads, KV heads, head size, keys in the cache, the query rows' positions.
+// Rows are padded; `aligned` pads them by whole 16-byte units, as the CUDA backend's GEMM path
+// needs (kernels/cuda/attention-gemm.cuh: with 64 query rows or more), others by odd amounts.
 struct attn_case {
     int n_head, n_kv_head, head_dim;
     int64_t n_keys;
     std::vector<int32_t> q_pos;
+    bool aligned = false;
     int64_t n_q() const { return int64_t(q_pos.size()); }
-    int64_t q_ld() const { return int64_t(n_head) * head_dim + 3; }  // padded rows
-    int64_t kv_ld() const { return int64_t(n_kv_head) * head_dim + 2; }
+    int64_t q_ld() const { return int64_t(n_head) * head_dim + (aligned ? 4 : 3); }
+    int64_t kv_ld() const { return int64_t(n_kv_head) * head_dim + (aligned ? 8 : 2); }
 };
+
+std::vector<int32_t> positions(int32_t from, int32_t to, int32_t step = 1) {
+    std::vector<int32_t> p;
+    for (int32_t i = from; i < to; i += step) p.push_back(i);
+    return p;
+}
+
+std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
 
 // attention_args of a case over backend buffers of q, its positions and the K cache.
 cb::attention_args args_of(const attn_case& ac, const cb::backend_buffer& qb,
@@ -397,11 +446,21 @@ TEST(BackendOps, Attention) {
     for (int32_t p = 3; p < 300; p += 7) selected.push_back(p);
     for (int32_t p = 300; p < 320; ++p) selected.push_back(p);
     const attn_case cases[] = {
-        {9, 3, 64, 200, prefill},     // SmolLM2 shape, full prefill
-        {9, 3, 64, 320, selected},    // CacheBlend selected rows, causal by absolute position
-        {9, 3, 64, 1000, {999}},      // decode
+        {9, 3, 64, 200, prefill},   // SmolLM2 shape, full prefill
+        {9, 3, 64, 320, selected},  // CacheBlend selected rows, causal by absolute position
+        {9, 3, 64, 1000, {999}},    // decode
         {4, 4, 128, 50, {0, 10, 49, 60, -1}},  // MHA; past the keys; no visible key
-        {8, 1, 80, 130, {5, 129}},    // MQA, head_dim not a multiple of 32
+        {8, 1, 80, 130, {5, 129}},             // MQA, head_dim not a multiple of 32
+        // The same on the CUDA backend's GEMM path (64 rows or more, aligned rows).
+        {9, 3, 64, 200, prefill, true},                                            // SmolLM2
+        {9, 3, 64, 640, joined(positions(3, 600, 5), positions(600, 620)), true},  // blend
+        {12, 2, 128, 300, positions(0, 300), true},  // Qwen2.5-1.5B: 6 query heads per KV head
+        {14, 2, 64, 100, positions(0, 100), true},   // Qwen2.5-0.5B: 7 per KV head
+        {4, 4, 128, 70, joined(positions(0, 64), {-1, 100, 69}), true},  // MHA, edges
+        {8, 1, 80, 130, positions(0, 130, 2), true},                     // MQA, d = 80
+        // Many keys: the scores are materialized per chunk of rows (here 116 + 38), most of them
+        // masked (early positions), a few rows seeing every key.
+        {24, 4, 64, 16000, joined(positions(0, 150), {15999, 5000, 16500, 7}), true},
     };
     for (const attn_case& ac : cases) {
         const int64_t n_q = ac.n_q(), q_ld = ac.q_ld(), kv_ld = ac.kv_ld();

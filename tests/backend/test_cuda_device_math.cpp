@@ -24,6 +24,7 @@
 #include "kernels/cuda/math/attention-mass.h"
 #include "kernels/cuda/math/dequant.h"
 #include "kernels/cuda/math/elementwise.h"
+#include "kernels/cuda/math/f16-staging.h"
 #include "kernels/cuda/math/kv-deviation.h"
 #include "kernels/cuda/math/online-softmax.h"
 #include "kernels/cuda/math/rms-norm.h"
@@ -399,6 +400,76 @@ TEST(CudaDeviceMath, RelocateKvMatchesCpu) {
         ASSERT_EQ(kc, kd);
         ASSERT_EQ(vc, vd);
     }
+}
+
+// ---- f16 staging of GEMM activations --------------------------------------------------------
+
+TEST(CudaDeviceMath, F16StageExponentBringsLargeRowsIntoRange) {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float amax : {0.f, 1e-42f, 1.f, 32767.996f, std::nextafter(32768.f, 0.f)}) {
+        EXPECT_EQ(hd::f16_stage_exponent(amax), 0) << amax;
+    }
+    EXPECT_EQ(hd::f16_stage_exponent(inf), 0);
+    EXPECT_EQ(hd::f16_stage_exponent(std::numeric_limits<float>::quiet_NaN()), 0);
+    EXPECT_EQ(hd::f16_stage_exponent(32768.f), -1);
+    EXPECT_EQ(hd::f16_stage_exponent(65504.f), -1);
+    EXPECT_EQ(hd::f16_stage_exponent(65536.f), -2);
+    EXPECT_EQ(hd::f16_stage_exponent(std::numeric_limits<float>::max()), -113);
+    // Log-uniform maxima from 2^15 to FLT_MAX: the scaled maximum lies in [2^14, 2^15).
+    std::mt19937 rng(31);
+    std::uniform_real_distribution<float> log2_dist(15.f, 127.99f);
+    for (int i = 0; i < 100000; ++i) {
+        const float amax = std::exp2(log2_dist(rng));
+        if (!std::isfinite(amax)) continue;
+        const int e = hd::f16_stage_exponent(amax);
+        ASSERT_LT(e, 0) << amax;
+        const float scaled = hd::f16_stage(amax, e);
+        ASSERT_EQ(scaled, std::ldexp(amax, e)) << amax;  // a power of two: exact
+        ASSERT_GE(scaled, 16384.f) << amax;
+        ASSERT_LT(scaled, 32768.f) << amax;
+        ASSERT_EQ(hd::f16_unstage(scaled, e), amax) << amax;
+    }
+}
+
+TEST(CudaDeviceMath, F16StagingKeepsRowsThatFitAndRescuesRowsThatDoNot) {
+    const int64_t k = 4096;
+    std::vector<float> x = random_vec(size_t(k), 41, -300.f, 300.f);
+    const std::vector<uint16_t> w = to_f16(random_vec(size_t(k), 42, -0.05f, 0.05f));
+    // A row below 2^15 is staged exactly as a plain cast.
+    x[7] = 32767.f;
+    x[8] = -30000.5f;
+    float amax = 0.f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    ASSERT_EQ(hd::f16_stage_exponent(amax), 0);
+    for (float v : x) ASSERT_EQ(hd::f2h(hd::f16_stage(v, 0)), cb::fp32_to_fp16(v)) << v;
+
+    // "Massive activations": a few entries far beyond f16. A plain cast makes them inf; the
+    // staged row keeps every value to f16's relative precision, so the dot product is within
+    // f16 rounding of the exact one.
+    x[100] = 3.1e5f;
+    x[2000] = -1.7e6f;
+    x[3000] = 9.0e5f;
+    amax = 0.f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const int e = hd::f16_stage_exponent(amax);
+    ASSERT_LT(e, 0);
+    double exact = 0.0, plain = 0.0, staged = 0.0, bound = 0.0;
+    for (int64_t c = 0; c < k; ++c) {
+        const double wc = cb::fp16_to_fp32(w[size_t(c)]);
+        const float xc = x[size_t(c)];
+        exact += double(xc) * wc;
+        plain += double(cb::fp16_to_fp32(cb::fp32_to_fp16(xc))) * wc;
+        staged += double(hd::h2f(hd::f2h(hd::f16_stage(xc, e)))) * wc;
+        // f16 rounding: half an ulp of 11 bits, or of the smallest normal for subnormal results.
+        bound += std::fabs(wc) * std::max(std::fabs(double(xc)) * 0x1p-11, std::ldexp(0x1p-25, -e));
+    }
+    EXPECT_FALSE(std::isfinite(plain));
+    const float y = hd::f16_unstage(static_cast<float>(staged), e);
+    EXPECT_NEAR(double(y), exact, bound + 1e-6 * std::fabs(exact));
+    // The scale-back is an exact power of two, and a row with exponent 0 is left bit for bit.
+    EXPECT_EQ(hd::f16_unstage(1.5f, -3), 12.f);
+    EXPECT_EQ(bits(hd::f16_unstage(-0.f, 0)), bits(-0.f));
+    EXPECT_TRUE(std::isnan(hd::f16_unstage(std::numeric_limits<float>::quiet_NaN(), -4)));
 }
 
 // ---- SwiGLU, KV deviation -------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "kernels/cpu/igemm.h"
 #include "kernels/cpu/quants.h"
 #include "kernels/fp16.h"
+#include "kernels/kernel-error.h"
 
 namespace cb = cacheblend;
 using cb::dtype;
@@ -527,4 +528,40 @@ TEST(Ops, Attention) {
         uint32_t seed = 80;
         for (const auto& tc : cases) check_attention(pool, tc, seed += 3);
     });
+}
+
+// Heads that do not group over the KV heads are an argument error that leaves the output alone;
+// n_kv_head = 0 is multi-head attention.
+TEST(Ops, AttentionRejectsHeadsThatDoNotGroup) {
+    cb::thread_pool pool(2);
+    const std::vector<float> q = random_vec(4 * 8, 5);
+    const std::vector<uint16_t> k(2 * 8, cb::fp32_to_fp16(0.5f)), v(k);
+    const int32_t pos[] = {1};
+    std::vector<float> out(8, -5.f);
+    cb::attention_args a;
+    a.q = q.data();
+    a.n_q = 1;
+    a.q_stride = 8;
+    a.q_pos = pos;
+    a.k = k.data();
+    a.v = v.data();
+    a.kv_stride = 8;
+    a.n_keys = 2;
+    a.n_head = 4;
+    a.head_dim = 2;
+    a.out = out.data();
+    a.out_stride = 8;
+    for (int n_kv : {3, -2}) {
+        a.n_kv_head = n_kv;
+        try {
+            cb::attention(pool, a);
+            ADD_FAILURE() << n_kv << " KV heads accepted";
+        } catch (const cb::kernel_error& e) {
+            EXPECT_EQ(e.code(), cb::kernel_status::invalid_arg) << e.what();
+        }
+        for (float o : out) ASSERT_EQ(o, -5.f);
+    }
+    a.n_kv_head = 0;  // MHA: equal keys and values give every head the value 0.5
+    cb::attention(pool, a);
+    for (float o : out) EXPECT_NEAR(o, 0.5f, 1e-3f);
 }

@@ -196,9 +196,28 @@ TEST(Selection, AttentionMassSumsSoftmaxOverRowsAndHeads) {
     EXPECT_NEAR(scores[1], std::exp(1.0) / s + 1 / 3.0, 1e-6);
     EXPECT_NEAR(scores[2], std::exp(2.0) / s + 1 / 3.0, 1e-6);
 
+    // 0 KV heads means multi-head attention, as in attention(): head 1 reads its own KV head,
+    // here a copy of head 0's keys, so the scores are those of n_kv_head = n_head.
+    std::vector<uint16_t> k2(12);
+    for (int j = 0; j < 3; ++j) {
+        for (int c = 0; c < 4; ++c) k2[size_t(j * 4 + c)] = k[size_t(j * 2 + c % 2)];
+    }
+    attention_args mha = a;
+    mha.k = k2.data();
+    mha.kv_stride = 4;
+    float mha_scores[2][3];
+    for (int n_kv : {0, 2}) {
+        mha.n_kv_head = n_kv;
+        be->attention_mass(mha, mha_scores[n_kv / 2]);
+    }
+    for (int j = 0; j < 3; ++j) {
+        EXPECT_EQ(mha_scores[0][j], mha_scores[1][j]) << j;
+        EXPECT_NEAR(mha_scores[0][j], scores[j], 1e-6) << j;
+    }
+
     // Heads that do not group over the KV heads are an argument error, not a division by zero
     // (or, on a device, reads past the keys).
-    for (int n_kv : {0, 3}) {
+    for (int n_kv : {-1, 3}) {
         a.n_kv_head = n_kv;
         try {
             be->attention_mass(a, scores);
