@@ -5,7 +5,8 @@
 # lack), runs the GPU tests against the CPU (op by op, then whole models: greedy decoding,
 # a 4096-token context, blend at r = 1 = full), then cbl-engine-bench on the GPU and on the CPU
 # (prefill 512, decode 128, full vs blend TTFT of a 6-chunk prompt) on the models blown up to
-# their full shape, and prints one summary. About 5 minutes on an H100.
+# their full shape, then, in the time left of 8 minutes, compute-sanitizer's memcheck on the
+# newest kernels, and prints one summary. About 5 minutes on an H100 before memcheck.
 #
 # GPU machines here take at most 64 MiB of files and reach no network, so the models travel cut
 # down to a layer or two and part of their vocabulary (real weights and quant types), with what
@@ -164,6 +165,27 @@ for m in "${models[@]}"; do
   done
   rm -f "$big"
 done
+# Out-of-bounds and uninitialized device accesses in the kernels that have run least (matmul
+# staging, both attention paths, attention_mass), when the toolkit has compute-sanitizer and the
+# run has time left of its 8 minutes (memcheck slows kernels 10-100x).
+sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$nvcc")/compute-sanitizer" 2>/dev/null || true)
+left=$((450 - (SECONDS - t0)))
+if ((selftest == 0)) && [[ -n $sanitizer ]] && ((left > 60)); then
+  rc=0
+  filter='BackendOps.MatmulActivationsBeyondHalfRange:BackendOps.Attention*'
+  timeout "$left" "$sanitizer" --tool memcheck --error-exitcode 3 "$build/tests/test_backend_ops" \
+    --gtest_filter="$filter" >"$out/memcheck.log" 2>&1 || rc=$?
+  case $rc in
+    0) echo "  memcheck (matmul, attention, attention_mass): clean" ;;
+    124) echo "  memcheck: stopped after ${left}s (no verdict)" ;;
+    *) echo "  memcheck: ERRORS (rc $rc), first ones:"
+       grep -E '^========= (Invalid|Uninitialized|Program hit|Error)' "$out/memcheck.log" | head -8 |
+         sed 's/^/    /'
+       tests_ok=0 ;;
+  esac
+else
+  echo "  memcheck: not run (no compute-sanitizer, self-test, or no time left)"
+fi
 echo "gpu-check: $gpu; build ${build_s}s; tests $([[ $tests_ok == 1 ]] && echo passed || echo FAILED);" \
   "total $((SECONDS - t0))s; logs in $out"
 [[ $tests_ok == 1 ]]
