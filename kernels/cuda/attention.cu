@@ -17,7 +17,7 @@ namespace cacheblend {
 namespace cuda {
 namespace {
 
-constexpr int k_warps = 4;
+constexpr int k_warps = hd::k_attn_row_warps;
 constexpr int k_per_lane = k_attn_max_head_dim / 32;  // head_dim elements per lane, at most
 
 struct attn_params {
@@ -28,7 +28,7 @@ struct attn_params {
 
 __device__ inline float load_h(const uint16_t* p) { return __half2float(__ushort_as_half(*p)); }
 
-__global__ void attention_kernel(attn_params prm) {
+__global__ void __launch_bounds__(k_warps * 32) attention_kernel(attn_params prm) {
     const attention_args& a = prm.a;
     const int64_t qi = blockIdx.x;
     const int h = blockIdx.y;

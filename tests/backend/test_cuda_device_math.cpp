@@ -569,7 +569,7 @@ namespace {
 // warp order (kernels/cuda/attention.cu).
 std::vector<float> online_softmax_attend(const float* q, const uint16_t* k, const uint16_t* v,
                                          int64_t ld, int64_t n_visible, int d, float scale) {
-    constexpr int k_warps = 4;
+    constexpr int k_warps = hd::k_attn_row_warps;
     const float qscale = scale * 1.4426950408889634f;
     std::vector<float> qs(static_cast<size_t>(d));
     for (int c = 0; c < d; ++c) qs[size_t(c)] = q[c] * qscale;

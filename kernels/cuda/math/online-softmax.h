@@ -12,6 +12,11 @@
 namespace cacheblend {
 namespace hd {
 
+// Warps of one (query row, head) block of the row kernel (kernels/cuda/attention.cu), each folding
+// every k_attn_row_warps-th key: 16 keep a decode step (one block per head) from leaving most of
+// an SM's schedulers idle. The host mirror in test_cuda_device_math splits keys the same way.
+constexpr int k_attn_row_warps = 16;
+
 struct softmax_state {
     float m;  // running max score (log2 units); -inf while empty
     float l;  // running sum of exp2(s - m)
