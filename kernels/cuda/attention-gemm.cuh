@@ -2,6 +2,9 @@
 // rows, where the row kernel's one-key-at-a-time fold is slow.
 #pragma once
 
+#include <cstdint>
+
+#include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/context.cuh"
 #include "kernels/ops-types.h"
 
@@ -17,6 +20,9 @@ bool cbl_cuda_attention_gemm_fits(const attention_args& a);
 
 // The attention of `a` with n_kv KV heads (attention_kv_heads), a.n_q >= 1, a.n_head >= 1.
 void cbl_cuda_attention_gemm(cuda_ctx& ctx, const attention_args& a, int n_kv);
+
+// Attention calls that took the GEMM path in this process (backend-cuda.h exports it for tests).
+int64_t cbl_cuda_attention_gemm_calls() noexcept;
 
 }  // namespace cuda
 }  // namespace cacheblend

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "kernels/cuda/attention-gemm.cuh"
 #include "kernels/cuda/attention-mass.cuh"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/context.cuh"
@@ -200,6 +201,8 @@ int cuda_device_count() noexcept {
     }
     return n;
 }
+
+int64_t cuda_attention_gemm_calls() noexcept { return cuda::cbl_cuda_attention_gemm_calls(); }
 
 std::unique_ptr<backend> create_cuda_backend(int device) {
     const int n = cuda_device_count();

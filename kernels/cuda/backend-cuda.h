@@ -5,6 +5,7 @@
 // by the device name "cuda:N". It implements every op of kernels/backend.h on device memory.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "kernels/backend.h"
@@ -18,5 +19,9 @@ int cuda_device_count() noexcept;
 // alloc() (rope_params::freq_factors, biases, norms and weight_view::data included). Throws
 // kernel_error(kernel_status::device) when the device does not exist or cannot be used.
 std::unique_ptr<backend> create_cuda_backend(int device);
+
+// Attention calls of this process that ran as GEMMs (kernels/cuda/attention-gemm.cuh) rather
+// than on the row kernel: how tests know which path they checked.
+int64_t cuda_attention_gemm_calls() noexcept;
 
 }  // namespace cacheblend

@@ -52,7 +52,7 @@ private:
     cuda_stream stream_;
     cublaslt_handle lt_;
     device_buffer workspace_;
-    static constexpr int k_scratch_slots = 4;
+    static constexpr int k_scratch_slots = 5;
     device_buffer scratch_[k_scratch_slots];
     std::unique_ptr<gemm_plan_cache> plans_;
 };
@@ -63,6 +63,7 @@ enum scratch_slot : int {
     scratch_x_f16 = 1,            // activations converted to f16 (matmul)
     scratch_attention_probs = 2,  // one softmax row per (query row, head) (attention_mass)
     scratch_row_exponent = 3,     // per-row f16 staging exponents (matmul)
+    scratch_attention_sums = 4,   // softmax denominators per (head, query row) (attention)
 };
 
 }  // namespace cuda

@@ -403,6 +403,7 @@ struct attn_case {
     int64_t n_keys;
     std::vector<int32_t> q_pos;
     bool aligned = false;
+    float q_range = 4.f;  // q in [-q_range, q_range]: peaked attention; small: near-flat
     int64_t n_q() const { return int64_t(q_pos.size()); }
     int64_t q_ld() const { return int64_t(n_head) * head_dim + (aligned ? 4 : 3); }
     int64_t kv_ld() const { return int64_t(n_kv_head) * head_dim + (aligned ? 8 : 2); }
@@ -461,14 +462,25 @@ TEST(BackendOps, Attention) {
         // Many keys: the scores are materialized per chunk of rows (here 116 + 38), most of them
         // masked (early positions), a few rows seeing every key.
         {24, 4, 64, 16000, joined(positions(0, 150), {15999, 5000, 16500, 7}), true},
+        // Near-flat attention over 8000 keys: every weight matters, none dominates.
+        {9, 3, 64, 8000, positions(7900, 8000), true, 0.05f},
     };
+#if CBL_WITH_CUDA
+    int n_cuda = 0;
+    for (const candidate& c : candidates()) n_cuda += c.name.rfind("cuda:", 0) == 0;
+    const char* forced = std::getenv("CBL_CUDA_ATTENTION");
+    const bool rows_only = forced != nullptr && std::string(forced) == "rows";
+#endif
     for (const attn_case& ac : cases) {
         const int64_t n_q = ac.n_q(), q_ld = ac.q_ld(), kv_ld = ac.kv_ld();
-        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 12, -4.f, 4.f);
+        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 12, -ac.q_range, ac.q_range);
         const std::vector<uint16_t> k =
             to_f16(random_vec(size_t(ac.n_keys * kv_ld), 13, -2.f, 2.f));
         const std::vector<uint16_t> v = to_f16(random_vec(size_t(ac.n_keys * kv_ld), 14));
         const std::vector<float> o0(size_t(n_q * q_ld), 7.f);
+#if CBL_WITH_CUDA
+        const int64_t gemm_calls = cb::cuda_attention_gemm_calls();
+#endif
         const std::string name = "attention heads=" + std::to_string(ac.n_head) + "/" +
                                  std::to_string(ac.n_kv_head) + " d=" +
                                  std::to_string(ac.head_dim) + " n_q=" + std::to_string(n_q) +
@@ -483,6 +495,13 @@ TEST(BackendOps, Attention) {
                    be.attention(a);
                    return std::vector<std::vector<float>>{get<float>(be, ob, o0.size())};
                }});
+#if CBL_WITH_CUDA
+        // The aligned cases of 64+ rows are there for the GEMM path: make sure it ran.
+        if (ac.aligned && n_q >= 64 && n_cuda > 0 && !rows_only) {
+            EXPECT_GE(cb::cuda_attention_gemm_calls() - gemm_calls, n_cuda)
+                << name << ": the CUDA GEMM attention path did not run";
+        }
+#endif
     }
 }
 

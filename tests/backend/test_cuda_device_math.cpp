@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quants-impl.h"
 #include "kernels/cpu/quants.h"
+#include "kernels/cuda/math/attention-gemm-plan.h"
 #include "kernels/cuda/math/attention-mass.h"
 #include "kernels/cuda/math/dequant.h"
 #include "kernels/cuda/math/elementwise.h"
@@ -684,4 +686,166 @@ TEST(CudaDeviceMath, OnlineSoftmaxEdgeCases) {
     o = hd::softmax_acc(o, alpha, p, 20.f);
     const double w1 = std::exp2(1.0), w2 = std::exp2(2.0);
     EXPECT_NEAR(hd::softmax_finish(o, s2), (10 * w1 + 20 * w2) / (w1 + w2), 1e-5);
+}
+
+// ---- attention on the GEMM path --------------------------------------------------------------
+
+namespace {
+
+// gemm_args' semantics (kernels/cuda/gemm.cuh) on the host for one planned step: f16 operands,
+// products summed in double (cuBLASLt sums in f32 in its own order; this is the exact product).
+void reference_gemm(const hd::attn_gemm_step& st, const uint16_t* w, const uint16_t* x, float* y) {
+    for (int b = 0; b < st.batch; ++b) {
+        const uint16_t* wb = w + st.w_off + b * st.stride_w;
+        const uint16_t* xb = x + st.x_off + b * st.stride_x;
+        float* yb = y + st.y_off + b * st.stride_y;
+        for (int64_t i = 0; i < st.m; ++i) {
+            for (int64_t j = 0; j < st.n; ++j) {
+                double acc = 0.0;
+                for (int64_t c = 0; c < st.k; ++c) {
+                    const uint16_t wv = st.w_kn ? wb[c * st.ldw + j] : wb[j * st.ldw + c];
+                    acc += double(hd::h2f(xb[i * st.ldx + c])) * double(hd::h2f(wv));
+                }
+                yb[i * st.ldy + j] = static_cast<float>(acc);
+            }
+        }
+    }
+}
+
+// The CUDA GEMM path (kernels/cuda/attention-gemm.cu) step by step on the host: its plan, the
+// staging kernel's per-row exponent, the reference GEMM for cuBLASLt and the causal softmax
+// kernel's arithmetic. S and P start as NaN, so a read of an entry no step wrote shows.
+void attention_gemm_path(const cb::attention_args& a, int n_kv, size_t chunk_bytes) {
+    const hd::attn_gemm_layout l =
+        hd::attn_gemm_layout_of(a.n_q, a.n_keys, a.n_head, n_kv, a.head_dim, chunk_bytes);
+    const size_t probs = size_t(l.n_head * l.chunk * l.ld);
+    std::vector<uint16_t> qh(size_t(l.chunk * l.width));
+    std::vector<int32_t> exps(size_t(l.chunk));
+    std::vector<float> s(probs, std::numeric_limits<float>::quiet_NaN());
+    std::vector<uint16_t> p(probs, 0x7e00);
+    std::vector<float> sums(size_t(l.n_head * l.chunk), std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i0 = 0; i0 < a.n_q; i0 += l.chunk) {
+        const int64_t rows = std::min(l.chunk, a.n_q - i0);
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* x = a.q + (i0 + r) * a.q_stride;
+            float amax = 0.f;
+            for (int64_t c = 0; c < l.width; ++c) amax = std::max(amax, std::fabs(x[c]));
+            const int e = hd::f16_stage_exponent(amax);
+            exps[size_t(r)] = e;
+            for (int64_t c = 0; c < l.width; ++c) {
+                qh[size_t(r * l.width + c)] = hd::f2h(hd::f16_stage(x[c], e));
+            }
+        }
+        for (int64_t hh = 0; hh < l.group; ++hh) {
+            reference_gemm(hd::attn_scores_step(l, a.kv_stride, a.n_keys, rows, hh), a.k, qh.data(),
+                           s.data());
+        }
+        for (int64_t h = 0; h < l.n_head; ++h) {
+            for (int64_t r = 0; r < rows; ++r) {
+                float* sr = s.data() + hd::attn_prob_row(h, r, l.chunk, l.ld);
+                uint16_t* pr = p.data() + hd::attn_prob_row(h, r, l.chunk, l.ld);
+                const int64_t limit = hd::attn_visible_keys(a.q_pos[i0 + r], a.n_keys);
+                float mx = -FLT_MAX, sum = 0.f;
+                for (int64_t j = 0; j < limit; ++j) {
+                    sr[j] = hd::attn_gemm_score(sr[j], exps[size_t(r)], a.scale);
+                    mx = std::max(mx, sr[j]);
+                }
+                for (int64_t j = 0; j < a.n_keys; ++j) {
+                    pr[j] = hd::f2h(j < limit ? std::exp(sr[j] - mx) : 0.f);
+                    sum += hd::h2f(pr[j]);
+                }
+                sums[size_t(h * l.chunk + r)] = sum;
+            }
+        }
+        for (int64_t hh = 0; hh < l.group; ++hh) {
+            reference_gemm(hd::attn_values_step(l, a.kv_stride, a.n_keys, a.out_stride, i0, rows,
+                                                hh),
+                           a.v, p.data(), a.out);
+        }
+        for (int64_t r = 0; r < rows; ++r) {  // the scale kernel
+            for (int64_t h = 0; h < l.n_head; ++h) {
+                const float f = hd::attn_gemm_out_scale(sums[size_t(h * l.chunk + r)]);
+                float* o = a.out + (i0 + r) * a.out_stride + h * l.d;
+                for (int64_t c = 0; c < l.d; ++c) o[c] = hd::mul_rn(o[c], f);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+// The GEMM path's plan against the CPU attention: GQA, MHA, MQA, chunked and not, padded rows,
+// CacheBlend's scattered positions, queries with no visible key or past the keys, and a flat
+// attention over 20000 keys. The f16 Q and P leave an error of a few 2^-11 relative per output;
+// the padding of the output stays untouched.
+TEST(CudaDeviceMath, AttentionGemmPathMatchesCpu) {
+    struct gcase {
+        int n_head, n_kv, d;
+        int64_t n_keys;
+        std::vector<int32_t> pos;
+        int64_t chunk_rows;  // 0: one chunk
+    };
+    std::vector<int32_t> prefill(200), blend;
+    for (int32_t i = 0; i < 200; ++i) prefill[size_t(i)] = i;
+    for (int32_t i = 3; i < 150; i += 4) blend.push_back(i);
+    blend.insert(blend.end(), {-1, 170, 149, 0, 160});
+    const gcase cases[] = {
+        {9, 3, 64, 200, prefill, 0},   // SmolLM2 shape
+        {9, 3, 64, 200, prefill, 37},  // chunks of 37 rows (5 full and one of 15)
+        {12, 2, 128, 150, blend, 16},  // Qwen2.5-1.5B shape, scattered rows, chunked
+        {4, 4, 64, 90, prefill, 64},   // MHA, queries past the keys
+        {8, 1, 80, 130, blend, 0},     // MQA, d = 80
+        {9, 3, 64, 20000, {19999, 18000, 5, 19999, 12000}, 0},  // flat over 20000 keys
+    };
+    cb::thread_pool pool(2);
+    for (const gcase& gc : cases) {
+        SCOPED_TRACE(std::to_string(gc.n_head) + "/" + std::to_string(gc.n_kv) +
+                     " d=" + std::to_string(gc.d) + " chunk=" + std::to_string(gc.chunk_rows));
+        const int64_t n_q = int64_t(gc.pos.size()), width = int64_t(gc.n_head) * gc.d;
+        const int64_t q_ld = width + 4, kv_ld = int64_t(gc.n_kv) * gc.d + 8;
+        // Peaked attention for the short cases; near-flat for the long one, where weights of
+        // 1/n_keys would lie below f16's normal range if the path divided before P V.
+        const float qr = gc.n_keys > 1000 ? 0.05f : 3.f;
+        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 51, -qr, qr);
+        const std::vector<uint16_t> k =
+            to_f16(random_vec(size_t(gc.n_keys * kv_ld), 52, -2.f, 2.f));
+        const std::vector<uint16_t> v = to_f16(random_vec(size_t(gc.n_keys * kv_ld), 53));
+        cb::attention_args a;
+        a.q = q.data();
+        a.n_q = n_q;
+        a.q_stride = q_ld;
+        a.q_pos = gc.pos.data();
+        a.k = k.data();
+        a.v = v.data();
+        a.kv_stride = kv_ld;
+        a.n_keys = gc.n_keys;
+        a.n_head = gc.n_head;
+        a.n_kv_head = gc.n_kv;
+        a.head_dim = gc.d;
+        a.scale = 1.f / std::sqrt(float(gc.d));
+        a.out_stride = q_ld;
+        std::vector<float> cpu(size_t(n_q * q_ld), -7.f), dev(cpu);
+        a.out = cpu.data();
+        cb::attention(pool, a);
+        a.out = dev.data();
+        const size_t row_bytes = size_t(gc.n_head) * (size_t((gc.n_keys + 7) / 8 * 8) * 6 + 4);
+        attention_gemm_path(a, gc.n_kv,
+                            gc.chunk_rows ? size_t(gc.chunk_rows) * row_bytes : size_t(256) << 20);
+        double num = 0.0, den = 0.0;
+        for (int64_t i = 0; i < n_q; ++i) {
+            for (int64_t c = 0; c < q_ld; ++c) {
+                const float want = cpu[size_t(i * q_ld + c)], got = dev[size_t(i * q_ld + c)];
+                if (c >= width) {
+                    ASSERT_EQ(got, -7.f) << "padding written, row " << i;
+                    continue;
+                }
+                ASSERT_TRUE(std::isfinite(got)) << "row " << i << " col " << c;
+                ASSERT_NEAR(got, want, 4e-3 + 4e-3 * std::fabs(want))
+                    << "row " << i << " col " << c;
+                num += double(got - want) * double(got - want);
+                den += double(want) * double(want);
+            }
+        }
+        EXPECT_LT(num / den, 1e-5);
+    }
 }
