@@ -145,21 +145,23 @@ void forward_engine::logits(int64_t row, float* out) {
 }
 
 void forward_engine::compact_rows(const int32_t* keep, int64_t m) {
-    // Row moves are backend copies (device memory on a GPU). keep is ascending, so a moved row's
-    // source (keep[i] > i) and destination are distinct rows and never overlap.
+    // One gather per buffer into a free one and one copy back, not a copy per moved row: on a GPU
+    // every copy is a launch, and a blended prefill moves hundreds of rows in four buffers. h and
+    // attn are free between the check layer's projections and its attention; attn holds q_dim
+    // floats a row, at least kv_dim (the model loader checks n_head % n_head_kv == 0).
     const model_hparams& hp = m_.hparams();
-    auto move_rows = [&](float* base, int64_t width) {
-        for (int64_t i = 0; i < m; ++i) {
-            if (keep[i] != i) {
-                be_.copy(base + i * width, base + keep[i] * width,
-                         static_cast<size_t>(width) * sizeof(float));
-            }
-        }
+    if (m <= 0) return;
+    be_.upload(ids_.as<int32_t>(), keep, static_cast<size_t>(m) * sizeof(int32_t));
+    const int32_t* idx = ids_.as<int32_t>();
+    auto move_rows = [&](float* base, int64_t width, float* tmp) {
+        const size_t row = static_cast<size_t>(width) * sizeof(float);
+        be_.gather_rows(base, row, idx, m, row, tmp, row);
+        be_.copy(base, tmp, static_cast<size_t>(m) * row);
     };
-    move_rows(x(), hp.n_embd);
-    move_rows(q_.as<float>(), hp.q_dim());
-    move_rows(k(), hp.kv_dim());
-    move_rows(v(), hp.kv_dim());
+    move_rows(x(), hp.n_embd, h_.as<float>());
+    move_rows(q_.as<float>(), hp.q_dim(), attn_.as<float>());
+    move_rows(k(), hp.kv_dim(), attn_.as<float>());
+    move_rows(v(), hp.kv_dim(), attn_.as<float>());
     for (int64_t i = 0; i < m; ++i) host_pos_[static_cast<size_t>(i)] = host_pos_[static_cast<size_t>(keep[i])];
     be_.upload(pos_.as<int32_t>(), host_pos_.data(), static_cast<size_t>(m) * sizeof(int32_t));
 }
