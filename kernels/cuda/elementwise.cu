@@ -2,6 +2,7 @@
 
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/block-reduce.cuh"
 #include "kernels/cuda/math/elementwise.h"
 #include "kernels/cuda/math/f16-staging.h"
 
@@ -71,25 +72,16 @@ unsigned row_blocks(int64_t m) { return unsigned(m < k_max_row_blocks ? m : k_ma
 __global__ void f16_stage_kernel(const float* x, int64_t m, int64_t n, int64_t ldx, __half* out,
                                  int64_t ld_out, int32_t* exps) {
     __shared__ float partial[k_threads / 32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
         const float* xr = x + r * ldx;
         float amax = 0.f;
         for (int64_t c = threadIdx.x; c < n; c += blockDim.x) amax = fmaxf(amax, fabsf(xr[c]));
-        for (int off = 16; off > 0; off >>= 1) {
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        }
-        if (lane == 0) partial[warp] = amax;
-        __syncthreads();
-        float row_max = 0.f;
-        for (int w = 0; w < k_threads / 32; ++w) row_max = fmaxf(row_max, partial[w]);
-        const int e = hd::f16_stage_exponent(row_max);
+        const int e = hd::f16_stage_exponent(block_reduce<true, k_threads>(amax, partial));
         if (threadIdx.x == 0) exps[r] = e;
         __half* o = out + r * ld_out;
         for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
             o[c] = __float2half_rn(hd::f16_stage(xr[c], e));
         }
-        __syncthreads();  // partial is rewritten for the next row
     }
 }
 
