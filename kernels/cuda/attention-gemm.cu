@@ -28,7 +28,7 @@ namespace {
 
 constexpr int k_threads = 256;
 std::atomic<int64_t> attention_gemm_calls_{0};
-// Scores (f32) and probabilities (f16) of one chunk, all heads.
+// Scores (f32), weights (f16) and sums of one chunk, all heads.
 constexpr size_t k_chunk_bytes = size_t(256) << 20;
 
 struct softmax_args {

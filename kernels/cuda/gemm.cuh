@@ -1,9 +1,9 @@
 // cuBLASLt GEMM for prefill-sized matmuls: y[m x n] = x[m x k] * w[n x k]^T, all row-major, with
 // w and x both f16 (dequantized weights, converted activations; f32 accumulation and output) or
 // both f32; w_kn takes w as [k x n] instead (y = x * w: attention's P * V), and batch > 1 runs
-// that many GEMMs at fixed element strides apart (attention's heads). Plans (descriptors + the heuristic's algorithm) are cached per shape, type and
-// pointer alignment in the context (docs/ARCHITECTURE.md, 'Backends'), so a repeated shape costs
-// one lookup.
+// that many GEMMs at fixed element strides apart (attention's heads). Plans (descriptors + the
+// heuristic's algorithm) are cached per shape, type, batch and pointer alignment in the context
+// (docs/ARCHITECTURE.md, 'Backends'), so a repeated shape costs one lookup.
 #pragma once
 
 #include <cublasLt.h>
