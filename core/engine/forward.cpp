@@ -146,9 +146,9 @@ void forward_engine::logits(int64_t row, float* out) {
 
 void forward_engine::compact_rows(const int32_t* keep, int64_t m) {
     // One gather per buffer into a free one and one copy back, not a copy per moved row: on a GPU
-    // every copy is a launch, and a blended prefill moves hundreds of rows in four buffers. h and
-    // attn are free between the check layer's projections and its attention; attn holds q_dim
-    // floats a row, at least kv_dim (the model loader checks n_head % n_head_kv == 0).
+    // every copy is a launch, and a blended prefill moves hundreds of rows. h and attn are free
+    // between the check layer's projections and its attention. k and v are not moved: they were
+    // stored into the cache before the check, and the next layer projects them anew.
     const model_hparams& hp = m_.hparams();
     if (m <= 0) return;
     be_.upload(ids_.as<int32_t>(), keep, static_cast<size_t>(m) * sizeof(int32_t));
@@ -160,8 +160,6 @@ void forward_engine::compact_rows(const int32_t* keep, int64_t m) {
     };
     move_rows(x(), hp.n_embd, h_.as<float>());
     move_rows(q_.as<float>(), hp.q_dim(), attn_.as<float>());
-    move_rows(k(), hp.kv_dim(), attn_.as<float>());
-    move_rows(v(), hp.kv_dim(), attn_.as<float>());
     for (int64_t i = 0; i < m; ++i) host_pos_[static_cast<size_t>(i)] = host_pos_[static_cast<size_t>(keep[i])];
     be_.upload(pos_.as<int32_t>(), host_pos_.data(), static_cast<size_t>(m) * sizeof(int32_t));
 }

@@ -47,7 +47,8 @@ public:
     // RoPE on q; attention over cached keys [0, n_keys); output projection, residual, MLP.
     void attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys);
     void logits(int64_t row, float* out);            // final norm + output head of one row
-    // Keeps rows keep[0..m) (ascending) of x, q, k, v and the positions, in that order.
+    // Keeps rows keep[0..m) (ascending) of x, q and the positions, in that order; k and v are
+    // left as they are (rope_store_kv has stored them; the next project_qkv overwrites them).
     void compact_rows(const int32_t* keep, int64_t m);
 
     float* x() { return x_.as<float>(); }
