@@ -165,7 +165,7 @@ for m in "${models[@]}"; do
   done
   rm -f "$big"
 done
-# Out-of-bounds and uninitialized device accesses in the kernels that have run least (matmul
+# Out-of-bounds and misaligned device accesses in the kernels that have run least (matmul
 # staging, both attention paths, attention_mass), when the toolkit has compute-sanitizer and the
 # run has time left of its 8 minutes (memcheck slows kernels 10-100x).
 sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$nvcc")/compute-sanitizer" 2>/dev/null || true)

@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/block-reduce.cuh"
 #include "kernels/cuda/math/attention-mass.h"
+#include "kernels/cuda/math/causal-mask.h"
 
 namespace cacheblend {
 namespace cuda {
@@ -20,8 +21,7 @@ __global__ void probs_kernel(attention_args a, int group, float* p) {
     const int h = int(r % a.n_head);
     const float* q = a.q + i * a.q_stride + int64_t(h) * a.head_dim;
     const uint16_t* k = a.k + int64_t(h / group) * a.head_dim;
-    const int64_t visible = int64_t(a.q_pos[i]) + 1;
-    const int64_t limit = visible < a.n_keys ? visible : a.n_keys;
+    const int64_t limit = hd::attn_visible_keys(a.q_pos[i], a.n_keys);
     float* pr = p + r * a.n_keys;
     float mx = -FLT_MAX;
     for (int64_t j = threadIdx.x; j < limit; j += k_threads) {

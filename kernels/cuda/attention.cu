@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/cuda/attention-gemm.cuh"
+#include "kernels/cuda/math/causal-mask.h"
 #include "kernels/cuda/math/online-softmax.h"
 
 namespace cacheblend {
@@ -44,8 +45,7 @@ __global__ void __launch_bounds__(k_warps * 32) attention_kernel(attn_params prm
     for (int c = threadIdx.x; c < d; c += blockDim.x) q[c] = qrow[c] * prm.qscale;
     __syncthreads();
 
-    const int64_t p = a.q_pos[qi];
-    const int64_t limit = p + 1 < a.n_keys ? (p + 1 > 0 ? p + 1 : 0) : a.n_keys;
+    const int64_t limit = hd::attn_visible_keys(a.q_pos[qi], a.n_keys);
 
     hd::softmax_state st = hd::softmax_empty();
     float o[k_per_lane];

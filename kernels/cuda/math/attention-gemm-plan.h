@@ -1,6 +1,6 @@
 // The arithmetic of the CUDA attention's GEMM path (kernels/cuda/attention-gemm.cu) as plain
-// code: the chunking, every batched GEMM's offsets, leading dimensions and strides, the causal
-// limit and the score the softmax reads. The CUDA code runs these steps with cuBLASLt;
+// code: the chunking, every batched GEMM's offsets, leading dimensions and strides and the score
+// the softmax reads (the causal limit is causal-mask.h's). The CUDA code runs these steps with cuBLASLt;
 // test_cuda_device_math runs them with a reference GEMM of gemm_args' semantics
 // (kernels/cuda/gemm.cuh) and compares the result with the CPU attention, so the path's indexing
 // is tested on machines without a GPU.
@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/math/causal-mask.h"
 #include "kernels/cuda/math/f16-staging.h"
 #include "kernels/hd.h"
 
@@ -106,12 +107,6 @@ inline attn_gemm_step attn_values_step(const attn_gemm_layout& l, int64_t kv_str
 // of the sums.
 CBL_HD inline int64_t attn_prob_row(int64_t h, int64_t r, int64_t chunk, int64_t ld) {
     return (h * chunk + r) * ld;
-}
-
-// The keys a query at absolute position pos sees: [0, limit), limit = clamp(pos + 1, 0, n_keys).
-CBL_HD inline int64_t attn_visible_keys(int64_t pos, int64_t n_keys) {
-    const int64_t v = pos + 1;
-    return v < 0 ? 0 : (v < n_keys ? v : n_keys);
 }
 
 // A score as the softmax reads it: S of a Q row staged with exponent e, scaled back, times the
