@@ -1,8 +1,12 @@
 // The blended prefill's load step: streams the stored layers of every hit chunk into a double
 // buffer on its own thread, one layer ahead of compute, so reading the KV store overlaps the
-// forward pass (the paper's pipelining; see core/blend/blend.h).
+// forward pass (the paper's pipelining; see core/blend/blend.h). A layer's chunks may be read by
+// several threads at once (loader_threads()): on a GPU the forward pass leaves the host's cores
+// idle while reading, checking and widening stored KV on one core is slower than the device
+// computes the blended layers.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -23,19 +27,27 @@ struct loader_memory {
     backend_buffer k[2], v[2];  // memory::host
 };
 
+// How many threads read a layer's chunks when the caller leaves it to us (requested <= 0): one
+// beside a backend that computes on the host's cores (it would take cores from the forward pass),
+// else up to 4, no more than the host has cores to spare or the request has chunks.
+int loader_threads(const backend& be, int requested, size_t n_readers);
+
 class layer_loader {
 public:
     // readers[c] fills rows [row_offset[c], ...) of an [n_rows][kv_dim] buffer in *mem (grown on
-    // `be` as needed); `layers` are loaded in order (none: no thread starts).
+    // `be` as needed); `layers` are loaded in order (none: no thread starts). n_threads >= 1
+    // threads read each layer, taking its chunks one at a time (distinct readers are independent:
+    // kv-store.h).
     layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv_reader*> readers,
                  std::vector<int64_t> row_offset, int64_t n_rows, int64_t kv_dim,
-                 std::vector<int32_t> layers);
+                 std::vector<int32_t> layers, int n_threads = 1);
     ~layer_loader();
     layer_loader(const layer_loader&) = delete;
     layer_loader& operator=(const layer_loader&) = delete;
 
     // Blocks until `layer` is loaded; returns its K (f32) and V (f16) rows, [n_rows][kv_dim].
-    // Adds the time waited to *wait_ms. Rethrows a reader's error (see failed_reader()).
+    // Adds the time waited to *wait_ms. Rethrows a reader's error (see failed_reader()) for the
+    // layer it failed on and every layer after it.
     std::pair<const float*, const uint16_t*> acquire(int32_t layer, double* wait_ms);
     // True when acquire(layer) would not wait (the layer is loaded, or loading failed).
     bool ready(int32_t layer);
@@ -54,6 +66,11 @@ private:
     };
 
     void loop();
+    void stop_threads();
+    // A helper thread: reads the chunks of each layer loop() hands out, until stop.
+    void help();
+    // Reads chunks of `layer` into `s` until none is left (or a read failed or stop).
+    void read_chunks(int32_t layer, slot& s);
 
     std::vector<chunk_kv_reader*> readers_;
     std::vector<int64_t> row_offset_;
@@ -65,7 +82,17 @@ private:
     bool stop_ = false, failed_ = false;
     std::exception_ptr error_;
     chunk_kv_reader* failed_reader_ = nullptr;
-    double busy_ms_ = 0;
+    double busy_ms_ = 0;  // wall time of the loads, helpers' reads inside it
+    // The layer being read (guarded by mu_ but next_chunk_): loop() bumps job_ and waits until
+    // every helper has finished it (helpers_busy_ == 0).
+    uint64_t job_ = 0;
+    int32_t job_layer_ = -1;
+    slot* job_slot_ = nullptr;
+    size_t helpers_busy_ = 0;
+    std::atomic<size_t> next_chunk_{0};
+    std::atomic<bool> abort_{false};  // a read failed or stop: take no more chunks
+    std::condition_variable help_cv_;
+    std::vector<std::thread> helpers_;
     std::thread thread_;
 };
 

@@ -71,7 +71,8 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     // Load: from here the loader thread reads stored layers while the layers below compute.
     backend& be = s_.get_backend();
     layer_loader loader(be, &impl_->load_mem, P.hit_readers, P.hit_offset, P.n_reused(),
-                        hp.kv_dim(), P.load_layers);
+                        hp.kv_dim(), P.load_layers,
+                        loader_threads(be, p_.load_threads, P.hit_readers.size()));
     if (!be.host_memory() && !P.load_layers.empty()) {
         L.dev = std::make_unique<device_layers>(be, &impl_->dev_mem, P.n_reused(), hp.kv_dim(),
                                                 [&](int32_t l) {

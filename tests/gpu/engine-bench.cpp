@@ -3,7 +3,9 @@
 // scripts/gpu-check.sh). Prefill of 512 tokens and decode of 128 (tokens/s, median of 3 runs after
 // a warm-up, token ids drawn from the vocabulary with a fixed seed, as `cacheblend bench` does),
 // then time to first token of a RAG-shaped prompt (preamble, 6 chunks of 380 tokens, a 16-token
-// question) in full prefill and blended at r = 0.15 from a temporary f16 KV store.
+// question) in full prefill and blended at r = 0.15 from a temporary f16 KV store, and how fast
+// the blend's loader reads that store's layers (checked, widened into its host buffers) with 1, 2
+// and 4 threads: on a GPU that rate, not compute, can bound the blended TTFT.
 //   cbl-engine-bench MODEL [--device D] [--threads N] [--smoke]
 // MODEL is a file or a model name (core/model/model-registry.h). --smoke: tiny sizes and one run
 // each, to prove the tool works (ctest: cbl_engine_bench_smoke). Prints one JSON object per line.
@@ -16,8 +18,10 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/blend/blend-loader.h"
 #include "core/blend/blend.h"
 #include "core/engine/session.h"
 #include "core/kvstore/kv-store.h"
@@ -57,6 +61,49 @@ double timed(int runs, F&& run) {
         ms.push_back(ms_since(t0));
     }
     return median(ms);
+}
+
+// The blend's loader alone over every stored layer of the request's chunks (page cache warm):
+// GB/s of store bytes read, checked and decoded into the loader's host buffers.
+void bench_load(session& s, blend_engine& eng, kv_store& store, const blend_request& req,
+                int runs) {
+    const int32_t n_layer = s.get_model().hparams().n_layer;
+    std::vector<int32_t> layers;
+    for (int32_t l = 0; l < n_layer; ++l) layers.push_back(l);
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    loader_memory mem;
+    for (int threads : {1, 2, 4}) {
+        if (threads > 1 && static_cast<unsigned>(threads) > cores) break;
+        uint64_t bytes = 0;
+        const double ms = timed(runs, [&] {
+            std::vector<std::unique_ptr<chunk_kv_reader>> owned;
+            std::vector<chunk_kv_reader*> readers;
+            std::vector<int64_t> offsets;
+            int64_t rows = 0;
+            for (const auto& c : req.chunks) {
+                const auto n = static_cast<int32_t>(c.size());  // stored: the chunk's rows
+                owned.push_back(store.lookup(eng.key_of(req.preamble, c), eng.meta_of(n)));
+                if (!owned.back())
+                    throw std::runtime_error("bench_load: a stored chunk is missing");
+                readers.push_back(owned.back().get());
+                offsets.push_back(rows);
+                rows += owned.back()->meta().n_tokens;
+            }
+            layer_loader loader(s.get_backend(), &mem, readers, offsets, rows,
+                                s.get_model().hparams().kv_dim(), layers, threads);
+            double wait = 0;
+            for (int32_t l : layers) {
+                loader.acquire(l, &wait);
+                loader.release(l);
+            }
+            bytes = loader.bytes();
+        });
+        std::printf(
+            "{\"bench\":\"kv_load\",\"device\":\"%s\",\"threads\":%d,\"bytes\":%llu,"
+            "\"ms\":%.1f,\"gb_per_s\":%.2f}\n",
+            s.get_backend().name(), threads, static_cast<unsigned long long>(bytes), ms,
+            static_cast<double>(bytes) / (ms * 1e6));
+    }
 }
 
 void bench(const std::string& path, const std::string& device, int threads, const sizes& z) {
@@ -111,6 +158,7 @@ void bench(const std::string& path, const std::string& device, int threads, cons
         blend_engine blend(s, store, bp);
         for (const auto& c : req.chunks) blend.precompute_chunk(req.preamble, c);
         blend_ms = timed(z.runs, [&] { blend.prefill(req, &st); });
+        bench_load(s, blend, *store, req, z.runs);
     }
     const std::string rm = "rm -rf '" + dir + "'";
     if (std::system(rm.c_str()) != 0)

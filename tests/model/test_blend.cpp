@@ -455,6 +455,52 @@ TEST_F(BlendTest, CorruptStoreFilesAreMissesAndTheAnswerStaysRight) {
     EXPECT_FALSE(store_->contains(eng.key_of(one.preamble, one.chunks[0])));
 }
 
+// Several threads reading a layer's chunks (what a GPU session does) fill the same rows as one:
+// the logits are identical; and when two of the three files are damaged, each failure found
+// mid-stream drops its chunk (recomputed) and the answer is that of a store without those files.
+TEST_F(BlendTest, ParallelLoadingIsTheSameAndSurvivesDamagedFiles) {
+    precompute_all();
+    blend_params p;
+    p.ratio = 0.15f;
+    p.write_back = false;
+    std::vector<float> one, three;
+    for (int threads : {1, 3}) {
+        p.load_threads = threads;
+        blend_engine eng(*session_, store_, p);
+        blend_stats st;
+        (threads == 1 ? one : three) = eng.prefill(req_, &st);
+        EXPECT_EQ(st.chunks_hit, 3);
+    }
+    EXPECT_EQ(one, three);
+
+    auto files = kv_files(dir_ + "/kv");
+    ASSERT_EQ(files.size(), 3u);
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i < 2; ++i) {
+        std::fstream fs(files[i], std::ios::in | std::ios::out | std::ios::binary);
+        fs.seekg(0, std::ios::end);
+        const std::streamoff at = static_cast<std::streamoff>(fs.tellg()) * 3 / 4;  // a late layer
+        char c = 0;
+        fs.seekg(at);
+        fs.read(&c, 1);
+        c = static_cast<char>(c ^ 0x5a);
+        fs.seekp(at);
+        fs.write(&c, 1);
+    }
+    p.mode = blend_mode::reuse;
+    p.load_threads = 3;
+    blend_engine eng(*session_, store_, p);
+    blend_stats st;
+    const std::vector<float> r = eng.prefill(req_, &st);
+    EXPECT_EQ(st.chunks_hit, 1);
+    EXPECT_EQ(st.chunks_missed, 2);
+    EXPECT_EQ(kv_files(dir_ + "/kv").size(), 1u) << "damaged files are removed";
+    p.load_threads = 1;
+    blend_engine again(*session_, store_, p);
+    EXPECT_EQ(again.prefill(req_, &st), r);
+    EXPECT_EQ(st.chunks_missed, 2);
+}
+
 // A file whose header no longer reads (damage, or an older file version after an upgrade) is
 // computed again by precompute: a present file is not enough to skip a chunk.
 TEST_F(BlendTest, PrecomputeReplacesFilesItCannotUse) {
