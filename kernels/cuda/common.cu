@@ -13,7 +13,9 @@ void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int lin
 }
 
 void throw_cublas_error(cublasStatus_t s, const char* expr, const char* file, int line) {
-    throw kernel_error(kernel_status::device,
+    // cuBLASLt allocating its own memory and finding none is the same condition as cudaMalloc's.
+    const bool oom = s == CUBLAS_STATUS_ALLOC_FAILED;
+    throw kernel_error(oom ? kernel_status::device_oom : kernel_status::device,
                        kernel_fmt("cublasLt: %s: %s (%d) at %s:%d", expr,
                                   cublasLtGetStatusString(s), static_cast<int>(s), file, line));
 }

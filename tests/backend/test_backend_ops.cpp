@@ -8,6 +8,7 @@
 // backend, so the harness itself runs in every build (ctest: test_backend_ops_selftest).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -197,6 +198,45 @@ TEST(BackendOps, Matmul) {
                            return std::vector<std::vector<float>>{get<float>(be, yb, y0.size())};
                        }});
             }
+        }
+    }
+}
+
+// What the small Matmul shapes do not reach: decode rows longer than one 256-column warp step and
+// with a tail past the last multiple of 8 (f32/f16/bf16 rows may have one), rows stored further
+// apart than their packed size (a strided view), and a weight too big for one dequantized panel
+// (kernels/cuda/dispatch.cu stages at most 64 MiB of f16 at a time: 20000 x 2048 is two panels).
+TEST(BackendOps, MatmulLongRowsStridedRowsAndSeveralPanels) {
+    struct shape_case {
+        dtype t;
+        int64_t n, k, pad;  // pad: bytes between one row's end and the next row
+        std::vector<int64_t> ms;
+    };
+    const std::vector<shape_case> cases = {
+        {dtype::f32, 40, 777, 0, {1, 3, 9}},   {dtype::f16, 40, 777, 0, {1, 3, 9}},
+        {dtype::bf16, 40, 777, 0, {1, 3, 9}},  {dtype::f16, 24, 520, 16, {1, 70}},
+        {dtype::q6_k, 40, 1024, 0, {1, 4, 9}}, {dtype::q4_k, 24, 512, 144, {1, 70}},
+        {dtype::q8_0, 24, 544, 34, {2, 70}},   {dtype::q8_0, 20000, 2048, 0, {1, 6}},
+    };
+    for (const shape_case& c : cases) {
+        const size_t packed = cb::dtype_row_bytes(c.t, c.k), rb = packed + size_t(c.pad);
+        const std::vector<uint8_t> dense = make_weights(c.t, c.n, c.k, 21);
+        std::vector<uint8_t> w(rb * size_t(c.n), 0xA5);  // padding that decodes to garbage
+        for (int64_t r = 0; r < c.n; ++r) {
+            std::copy_n(&dense[size_t(r) * packed], packed, &w[size_t(r) * rb]);
+        }
+        for (int64_t m : c.ms) {
+            const int64_t ldx = c.k + 1, ldy = c.n + 3;
+            const std::vector<float> x = random_vec(size_t(m * ldx), 22);
+            const std::vector<float> y0(size_t(m * ldy), 7.f);
+            check({shape("matmul", c.t, m, c.n, c.k) + " row_bytes " + std::to_string(rb),
+                   k_nmse_matmul, [&](cb::backend& be) {
+                       cb::backend_buffer wb = put(be, w), xb = put(be, x), yb = put(be, y0);
+                       cb::weight_view v = view_of(c.t, wb, c.n, c.k);
+                       v.row_bytes = rb;
+                       be.matmul(v, xb.as<float>(), m, ldx, yb.as<float>(), ldy, nullptr);
+                       return std::vector<std::vector<float>>{get<float>(be, yb, y0.size())};
+                   }});
         }
     }
 }
