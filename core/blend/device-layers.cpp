@@ -1,5 +1,7 @@
 #include "core/blend/device-layers.h"
 
+#include <exception>
+
 #include "core/engine/host-staging.h"
 
 namespace cacheblend {
@@ -38,11 +40,20 @@ void device_layers::upload(int32_t l) {
 }
 
 void device_layers::finish(slot* s) {
-    // Zeroed first: a throwing finish must not be retried by the destructor.
+    // Zeroed first: a throwing finish must not be retried by the destructor. Both uploads are
+    // finished even when the first throws, so V's copy never reads a slot the loader refills.
     const uint64_t tk = s->ticket_k, tv = s->ticket_v;
     s->ticket_k = s->ticket_v = 0;
-    if (tk) be_.finish_upload(tk);
-    if (tv) be_.finish_upload(tv);
+    std::exception_ptr first;
+    for (uint64_t t : {tk, tv}) {
+        if (!t) continue;
+        try {
+            be_.finish_upload(t);
+        } catch (...) {
+            if (!first) first = std::current_exception();
+        }
+    }
+    if (first) std::rethrow_exception(first);
 }
 
 std::pair<const float*, const uint16_t*> device_layers::get(int32_t l) {

@@ -205,7 +205,15 @@ int cuda_device_count() noexcept {
 int64_t cuda_attention_gemm_calls() noexcept { return cuda::cbl_cuda_attention_gemm_calls(); }
 
 std::unique_ptr<backend> create_cuda_backend(int device) {
-    const int n = cuda_device_count();
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        // Why there is none matters: no driver, or one older than this build's runtime.
+        cudaGetLastError();
+        throw kernel_error(kernel_status::device,
+                           kernel_fmt("cuda: no device %d: %s (%s)", device, cudaGetErrorName(e),
+                                      cudaGetErrorString(e)));
+    }
     if (device < 0 || device >= n) {
         throw kernel_error(kernel_status::device,
                            kernel_fmt("cuda: no device %d (%d present)", device, n));

@@ -71,7 +71,10 @@ public:
     device_buffer& operator=(const device_buffer&) = delete;
 
     void reset() noexcept {
-        if (p_) cudaFreeAsync(p_, stream_);  // destructor path: an error here cannot be thrown
+        if (p_) {
+            cudaFreeAsync(p_, stream_);  // destructor path: an error here cannot be thrown ...
+            (void)cudaGetLastError();    // ... nor be left to surface as a later op's failure
+        }
         p_ = nullptr;
         bytes_ = 0;
     }
@@ -92,12 +95,18 @@ public:
         CBL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     }
     ~cuda_stream() {
-        if (s_) cudaStreamDestroy(s_);
+        if (s_) {
+            cudaStreamDestroy(s_);
+            (void)cudaGetLastError();  // unreportable here; must not blame a later op
+        }
     }
     cuda_stream(cuda_stream&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
     cuda_stream& operator=(cuda_stream&& o) noexcept {
         if (this != &o) {
-            if (s_) cudaStreamDestroy(s_);
+            if (s_) {
+                cudaStreamDestroy(s_);
+                (void)cudaGetLastError();
+            }
             s_ = o.s_;
             o.s_ = nullptr;
         }

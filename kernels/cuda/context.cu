@@ -18,6 +18,7 @@ cuda_ctx::~cuda_ctx() {
     for (device_buffer& b : scratch_) b.reset();
     workspace_.reset();
     if (stream_.get()) cudaStreamSynchronize(stream_.get());
+    (void)cudaGetLastError();  // errors here are unreportable; a later op must not inherit them
 }
 
 void cuda_ctx::activate() const { CBL_CUDA_CHECK(cudaSetDevice(device_)); }

@@ -11,6 +11,7 @@ copy_lane::~copy_lane() {
     for (const pending& p : pending_) cudaEventDestroy(p.done);
     for (cudaEvent_t e : free_) cudaEventDestroy(e);
     if (compute_mark_) cudaEventDestroy(compute_mark_);
+    (void)cudaGetLastError();  // errors here are unreportable; a later op must not inherit them
 }
 
 cudaEvent_t copy_lane::take_event() {

@@ -58,7 +58,13 @@ std::string find_candidates() {
                                     return cb::create_cuda_backend(d);
                                 }});
     }
-    return "built with CUDA, but no CUDA device (or driver) is present";
+    if (n > 0) return "";
+    try {
+        cb::create_cuda_backend(0);
+    } catch (const std::exception& e) {
+        return std::string("built with CUDA, but no CUDA device is usable: ") + e.what();
+    }
+    return "built with CUDA, but no CUDA device is present";
 #else
     return "built without the CUDA backend (CBL_CUDA=OFF)";
 #endif
