@@ -60,13 +60,10 @@ struct blend_engine::layer_state {
     aligned_array<float> gk;         // relocate: gathered cached K (host backend)
     aligned_array<uint16_t> gv;      // relocate: gathered cached V (host backend)
     std::vector<int32_t> gidx;       // relocate: rows of R to gather
-    host_staging gidx_b, gpos_b;     // relocate on a device: gidx and gpos uploaded
     std::unique_ptr<device_layers> dev;  // stored layers on a device backend (else null)
-    select_scratch sel;
     std::unique_ptr<token_selector> selector;  // the request's policy
     std::vector<int64_t> cand;                 // a check layer's candidates (indices into active)
     selection_input sel_in;                    // what the policy reads about them
-    query_scratch query;
     std::vector<float> row_query;              // question attention per prompt row
     double wait_ms = 0, select_ms = 0;
     double dense_ms = 0;     // steps run on every prompt row
@@ -120,6 +117,12 @@ struct blend_engine::impl {
     loader_memory load_mem;
     device_layer_memory dev_mem;
     backend_buffer gk_d, gv_d;
+    // Backend scratch of the layer loop (on a GPU, allocations that would otherwise be made and
+    // freed, each free a device-wide wait, on every request): the relocation's row indices and
+    // targets, the check layer's selection, the question's attention.
+    host_staging gidx_b, gpos_b;
+    select_scratch sel;
+    query_scratch query;
 };
 
 }  // namespace cacheblend

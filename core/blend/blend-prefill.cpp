@@ -193,7 +193,7 @@ void blend_engine::start_active(const plan& P, forward_engine& fwd, layer_state*
         a.kv_dim = s_.get_model().hparams().kv_dim();
         a.n_reused = P.n_reused();
         a.ratio = P.check_ratio.back();
-        select_prepare(s_.get_backend(), a, *L->selector, &L->sel, &L->cand, &L->sel_in);
+        select_prepare(s_.get_backend(), a, *L->selector, &impl_->sel, &L->cand, &L->sel_in);
         select_finish(a, *L->selector, L->sel_in, L->cand, &L->keep);
         std::vector<int32_t> kept(L->keep.size());
         for (size_t i = 0; i < L->keep.size(); ++i) {
@@ -254,7 +254,7 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         a.ratio = P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())];
         a.layer = l;
         a.deviation = p_.deviation;
-        select_prepare(s_.get_backend(), a, *L->selector, &L->sel, &L->cand, &L->sel_in);
+        select_prepare(s_.get_backend(), a, *L->selector, &impl_->sel, &L->cand, &L->sel_in);
         L->select_ms += ms_between(t_sel, clock_type::now());
     }
     t_step = clock_type::now();
@@ -279,7 +279,7 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         // rope_store_kv and relocate, before the rows are dropped.
         if (L->selector->needs_query()) {
             question_attention(s_.get_backend(), fwd, cache, s_.get_model().hparams(),
-                               s_.weights().rope, l, n_act, P.n_question, P.n, &L->query,
+                               s_.weights().rope, l, n_act, P.n_question, P.n, &impl_->query,
                                &L->row_query);
             for (int64_t c : L->cand) {
                 const int32_t row = L->active[static_cast<size_t>(c)];
@@ -330,14 +330,14 @@ void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uin
     if (L->dev) {
         float* dk = grow_buffer<float>(be, &impl_->gk_d, n * kb);
         uint16_t* dv = grow_buffer<uint16_t>(be, &impl_->gv_d, n * kb);
-        const int32_t* idx = L->gidx_b.in(be, L->gidx.data(), n);
+        const int32_t* idx = impl_->gidx_b.in(be, L->gidx.data(), n);
         be.gather_rows(ck, kb * sizeof(float), idx, static_cast<int64_t>(n), kb * sizeof(float), dk,
                        kb * sizeof(float));
         be.gather_rows(cv, kb * sizeof(uint16_t), idx, static_cast<int64_t>(n),
                        kb * sizeof(uint16_t), dv, kb * sizeof(uint16_t));
         gk = dk;
         gv = dv;
-        gpos = L->gpos_b.in(be, L->gpos.data(), n);
+        gpos = impl_->gpos_b.in(be, L->gpos.data(), n);
     } else {
         L->gk.resize(n * kb);
         L->gv.resize(n * kb);
