@@ -41,7 +41,7 @@ public:
     // cudaFree waits for queued work that may still use p. Errors cannot be reported here.
     void free(void* p) noexcept override {
         if (!p) return;
-        cudaSetDevice(ctx_.device());
+        const cuda::device_guard on(ctx_.device(), false);
         cudaFree(p);
         (void)cudaGetLastError();  // unreported, so it must not surface as a later op's failure
     }
@@ -79,7 +79,7 @@ public:
     }
     void free_host(void* p) noexcept override {
         if (!p) return;
-        cudaSetDevice(ctx_.device());
+        const cuda::device_guard on(ctx_.device(), false);
         cudaFreeHost(p);  // waits for copies that may still read it; errors cannot be reported
         (void)cudaGetLastError();  // ... nor surface as a later op's failure
     }
@@ -168,7 +168,7 @@ private:
                                "cuda: device unusable after an earlier error: " + poisoned_);
         }
         try {
-            ctx_.activate();
+            const cuda::device_guard on(ctx_.device());
             return f();
         } catch (const kernel_error& e) {
             if (e.code() == kernel_status::device || e.code() == kernel_status::device_oom) {
@@ -218,7 +218,9 @@ std::unique_ptr<backend> create_cuda_backend(int device) {
         throw kernel_error(kernel_status::device,
                            kernel_fmt("cuda: no device %d (%d present)", device, n));
     }
-    CBL_CUDA_CHECK(cudaSetDevice(device));
+    // Creates the device's context now, so a device that cannot be used fails here, not at the
+    // first op; the caller's current device is left as it was.
+    { const cuda::device_guard on(device); }
     return std::make_unique<backend_cuda>(device);
 }
 

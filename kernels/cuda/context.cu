@@ -5,15 +5,36 @@
 namespace cacheblend {
 namespace cuda {
 
+device_guard::device_guard(int device, bool checked) : device_(device) {
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        prev = -1;
+    }
+    // Set even when it is current already: that makes the device's context, so a device that
+    // cannot be used fails here.
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        if (checked) throw_cuda_error(e, "cudaSetDevice(device)", __FILE__, __LINE__);
+        (void)cudaGetLastError();
+        return;
+    }
+    if (prev != device) prev_ = prev;
+}
+
+device_guard::~device_guard() {
+    if (prev_ < 0) return;
+    cudaSetDevice(prev_);
+    (void)cudaGetLastError();
+}
+
 cuda_ctx::cuda_ctx(int device) : device_(device) {}
 
 // Members are destroyed in reverse order; the stream must outlive the stream-ordered frees of the
 // buffers, so wait for it first and let the buffers go before the stream.
 cuda_ctx::~cuda_ctx() {
-    if (stream_.get()) {
-        cudaSetDevice(device_);
-        cudaStreamSynchronize(stream_.get());
-    }
+    const device_guard on(device_, false);
+    if (stream_.get()) cudaStreamSynchronize(stream_.get());
     plans_.reset();
     for (device_buffer& b : scratch_) b.reset();
     workspace_.reset();
@@ -21,7 +42,6 @@ cuda_ctx::~cuda_ctx() {
     (void)cudaGetLastError();  // errors here are unreportable; a later op must not inherit them
 }
 
-void cuda_ctx::activate() const { CBL_CUDA_CHECK(cudaSetDevice(device_)); }
 
 cudaStream_t cuda_ctx::stream() {
     if (!stream_.get()) stream_ = cuda_stream(0);

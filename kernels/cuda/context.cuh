@@ -17,6 +17,22 @@ namespace cuda {
 
 class gemm_plan_cache;  // gemm.cuh
 
+// Makes `device` current on the calling thread for the guard's life, then gives the thread back
+// the device it had: an application that uses CUDA itself, or another GPU, must not find its
+// current device changed by a call into the library. checked: a failed switch throws (the op
+// would run on the wrong device); destructor paths pass false and go on.
+class device_guard {
+public:
+    explicit device_guard(int device, bool checked = true);
+    ~device_guard();
+    device_guard(const device_guard&) = delete;
+    device_guard& operator=(const device_guard&) = delete;
+
+private:
+    int device_;
+    int prev_ = -1;  // the thread's device before, when it must be given back
+};
+
 class cuda_ctx {
 public:
     explicit cuda_ctx(int device);
@@ -25,8 +41,6 @@ public:
     cuda_ctx& operator=(const cuda_ctx&) = delete;
 
     int device() const noexcept { return device_; }
-    // Makes this context's device current on the calling thread; every backend entry calls it.
-    void activate() const;
 
     cudaStream_t stream();
     // The stream if one was created, else nullptr (the legacy stream): for error probes that

@@ -4,10 +4,9 @@ namespace cacheblend {
 namespace cuda {
 
 copy_lane::~copy_lane() {
-    if (stream_.get()) {
-        cudaSetDevice(ctx_.device());
+    const device_guard on(ctx_.device(), false);
+    if (stream_.get())
         cudaStreamSynchronize(stream_.get());  // no copy may outlive its buffers' owners
-    }
     for (const pending& p : pending_) cudaEventDestroy(p.done);
     for (cudaEvent_t e : free_) cudaEventDestroy(e);
     if (compute_mark_) cudaEventDestroy(compute_mark_);
