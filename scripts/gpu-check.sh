@@ -118,8 +118,16 @@ if [[ ! -f /usr/include/sqlite3.h ]]; then
   lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 2>/dev/null || echo "$root/$dir/lib/libsqlite3.so.0")
   sqlite=(-DSQLite3_INCLUDE_DIR="$root/$dir/include" -DSQLite3_LIBRARY="$lib")
 fi
+# Ninja where there is one (the GPU image has CMake and ninja, not necessarily make); a build
+# folder keeps the generator it was configured with.
+generator=()
+if [[ -f $build/CMakeCache.txt ]]; then
+  generator=(-G "$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$build/CMakeCache.txt")")
+elif command -v ninja >/dev/null; then
+  generator=(-G Ninja)
+fi
 echo "== build ($gpu, sm_$arch; $versions)" >&2
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCBL_ENGINE_ONLY=ON -DCBL_CUDA=ON \
+cmake "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCBL_ENGINE_ONLY=ON -DCBL_CUDA=ON \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCBL_MIMALLOC=OFF \
   -DCBL_GTEST_SOURCE_DIR="$root/$dir/googletest" "${sqlite[@]}" >"$out/configure.log" 2>&1 ||
   { tail -30 "$out/configure.log"; die "configure failed"; }
