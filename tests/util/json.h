@@ -2,6 +2,7 @@
 // true/false/null). Throws std::runtime_error on malformed input.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
