@@ -51,7 +51,7 @@ struct blend_params {
     kv_format format = kv_format::f16;
     bool write_back = true;          // store KV of missed chunks after the request
     // Threads reading a layer's stored chunks (core/blend/blend-loader.h); 0: one beside a CPU
-    // backend, up to 4 beside a GPU.
+    // backend, up to 8 beside a GPU.
     int32_t load_threads = 0;
     // Blend mode: use the ratio (and selection policy) `cacheblend calibrate` recorded in the store for this model
     // and format (core/blend/calibration.h); without a record, `ratio`; a record that met no

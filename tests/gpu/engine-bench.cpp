@@ -4,8 +4,8 @@
 // a warm-up, token ids drawn from the vocabulary with a fixed seed, as `cacheblend bench` does),
 // then time to first token of a RAG-shaped prompt (preamble, 6 chunks of 380 tokens, a 16-token
 // question) in full prefill and blended at r = 0.15 from a temporary f16 KV store, and how fast
-// the blend's loader reads that store's layers (checked, widened into its host buffers) with 1, 2
-// and 4 threads: on a GPU that rate, not compute, can bound the blended TTFT.
+// the blend's loader reads that store's layers (checked, widened into its host buffers) with 1, 2,
+// 4 and 8 threads: on a GPU that rate, not compute, can bound the blended TTFT.
 //   cbl-engine-bench MODEL [--device D] [--threads N] [--smoke]
 // MODEL is a file or a model name (core/model/model-registry.h). --smoke: tiny sizes and one run
 // each, to prove the tool works (ctest: cbl_engine_bench_smoke). Prints one JSON object per line.
@@ -72,7 +72,7 @@ void bench_load(session& s, blend_engine& eng, kv_store& store, const blend_requ
     for (int32_t l = 0; l < n_layer; ++l) layers.push_back(l);
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     loader_memory mem;
-    for (int threads : {1, 2, 4}) {
+    for (int threads : {1, 2, 4, 8}) {
         if (threads > 1 && static_cast<unsigned>(threads) > cores) break;
         uint64_t bytes = 0;
         const double ms = timed(runs, [&] {
