@@ -16,7 +16,10 @@
 #   bash scripts/gpu-check.sh --prepare   # here, after scripts/build.sh: fills gpu-check/ (git-
 #                                         # ignored, about 52 MB) from the model cache
 #   bash scripts/gpu-check.sh             # there (the device tool: carry gpu-check), writes
-#                                         # the summary to stdout and logs to ${OUT:-gpu-check/out}
+#                                         # the summary to stdout, logs to gpu-check/out (and,
+#                                         # where $OUT is set, all of them in one
+#                                         # $OUT/gpu-check-logs.tgz: the device tool brings back
+#                                         # at most 8 files)
 #   bash scripts/gpu-check.sh --build-only  # anywhere with nvcc: the build and the host test only
 #                                           # (sm_90 unless CUDA_ARCH says), to check the build
 #   GPU_CHECK_SELFTEST=1 bash scripts/gpu-check.sh  # anywhere with nvcc: the whole flow with the
@@ -77,8 +80,8 @@ PY
 fi
 
 [[ -d $dir ]] || die "$dir/ missing: run 'bash scripts/gpu-check.sh --prepare' where the models are"
-out=${OUT:-$dir/out}
-mkdir -p "$out"
+out=$dir/out
+rm -rf "$out" && mkdir -p "$out"
 build=${BUILD_DIR:-build-gpu}
 t0=$SECONDS
 build_only=0
@@ -111,7 +114,11 @@ limit() {
 }
 limited() { local s=$1; shift; timeout --kill-after=10 "$s" "$@"; }
 bigs=()
-trap 'rm -f "${bigs[@]}"' EXIT
+finish() {
+  rm -f "${bigs[@]}"
+  if [[ -n ${OUT:-} ]]; then tar czf "$OUT/gpu-check-logs.tgz" -C "$out" . 2>/dev/null || true; fi
+}
+trap finish EXIT
 
 sqlite=()
 if [[ ! -f /usr/include/sqlite3.h ]]; then
@@ -199,7 +206,7 @@ for m in "${models[@]}"; do
   fi
   for dev in "${devices[@]}"; do
     echo "  $name on $dev:"
-    log=$out/bench-$name-$dev.jsonl
+    log=$out/bench-$name-${dev//:/}.jsonl  # no ':' in names the device tool brings back
     rc=0
     limited "$(limit 150)" "$build/bin/cbl-engine-bench" "$big" --device "$dev" \
       --threads "$(nproc)" >"$log" 2>&1 || rc=$?
