@@ -103,6 +103,8 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
 toolkit=$("$nvcc" --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'nvcc missing')
 versions="driver ${driver:-none}, CUDA $toolkit"
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+grep -qw amx_int8 /proc/cpuinfo && cpu="$cpu, AMX-INT8" || cpu="$cpu, no AMX"
 
 # Every step runs under a limit taken from what is left of the 8 minutes (at least 30 s, at most
 # its own cap), so a hung kernel or test costs its step, not the whole report.
@@ -154,7 +156,8 @@ for m in "${models[@]}"; do
 done
 echo "== GPU tests" >&2
 export CBL_GPU_MODELS=$(IFS=:; echo "${cut_models[*]}") CBL_REQUIRE_MODEL=1
-for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cuda_model; do
+echo "  host CPU: $cpu ($(nproc) cores)"
+for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cuda_model test_igemm_amx; do
   rc=0
   s=$(limit 200)
   limited "$s" "$build/tests/$t" >"$out/$t.log" 2>&1 || rc=$?
@@ -267,7 +270,13 @@ for path in sorted(glob.glob(os.path.join(out, 'bench-*.jsonl'))):
           f"({t.get('speedup', '?')}x, load wait {t.get('blend_load_wait_ms', '?')} ms), "
           f"KV load up to {load:.1f} GB/s")
 PY
-echo "gpu-check: $gpu; $versions; build ${build_s}s;" \
+# The AMX kernel has run on an emulator only elsewhere: say whether real tiles ran here.
+if grep -q '^\[       OK \] IgemmAmx.HardwareTilesMatchReferenceBitForBit' "$out/test_igemm_amx.log" 2>/dev/null; then
+  echo "  AMX tiles on this host's CPU: bit for bit the reference (test_igemm_amx)"
+else
+  echo "  AMX tiles not run: $(grep -m1 -o 'no AMX on this CPU[^(]*' "$out/test_igemm_amx.log" 2>/dev/null || echo 'see test_igemm_amx.log')"
+fi
+echo "gpu-check: $gpu; $versions; host $cpu; build ${build_s}s;" \
   "tests $([[ $tests_ok == 1 ]] && echo passed || echo FAILED);" \
   "bench $([[ $bench_ok == 1 ]] && echo ran || echo FAILED); total $((SECONDS - t0))s; logs in $out"
 [[ $tests_ok == 1 && $bench_ok == 1 ]]
