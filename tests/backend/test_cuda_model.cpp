@@ -101,7 +101,30 @@ protected:
         sp.n_threads = reference ? (selftest() ? 2 : cores) : (selftest() ? 3 : 2);
         return std::make_unique<session>(model_, sp);
     }
+    // A RAG-shaped request of random tokens: a 12-token preamble, the chunks, a 16-token question.
+    blend_request random_request(uint32_t n_chunks, int32_t chunk_tokens, uint32_t seed) const {
+        blend_request req;
+        req.preamble = cbltest::random_tokens(*model_, 12, seed);
+        for (uint32_t c = 0; c < n_chunks; ++c)
+            req.chunks.push_back(cbltest::random_tokens(*model_, chunk_tokens, seed + 10 + c));
+        req.question = cbltest::random_tokens(*model_, 16, seed + 1);
+        return req;
+    }
     std::shared_ptr<const model> model_;
+};
+
+// A temporary folder for a KV store, removed with everything in it.
+struct temp_dir {
+    std::string path;
+    temp_dir() {
+        char tmpl[] = "/tmp/cbl-cuda-model-XXXXXX";
+        if (mkdtemp(tmpl)) path = tmpl;
+    }
+    ~temp_dir() {
+        if (!path.empty() && system(("rm -rf '" + path + "'").c_str()) != 0) {
+            std::fprintf(stderr, "cleanup of %s failed\n", path.c_str());
+        }
+    }
 };
 
 }  // namespace
@@ -148,19 +171,14 @@ TEST_P(CudaModelTest, BlendAtRatioOneIsFullPrefillOnTheDevice) {
     if (model_->hparams().n_layer < 2) {
         GTEST_SKIP() << "a one-layer model has no check layer (blending needs two)";
     }
-    char tmpl[] = "/tmp/cbl-cuda-model-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string dir = tmpl;
-    blend_request req;
-    req.preamble = cbltest::random_tokens(*model_, 12, 3);
-    for (uint32_t c = 0; c < 4; ++c)
-        req.chunks.push_back(cbltest::random_tokens(*model_, 200, 10 + c));
-    req.question = cbltest::random_tokens(*model_, 16, 4);
+    const temp_dir dir;
+    ASSERT_FALSE(dir.path.empty());
+    const blend_request req = random_request(4, 200, 3);
     auto dev = open(false, 1024);
     std::vector<float> full, blended;
     {
         kv_store_params kp;
-        kp.dir = dir + "/kv";
+        kp.dir = dir.path + "/kv";
         std::shared_ptr<kv_store> store = kv_store::open(kp);
         blend_params p;
         p.mode = blend_mode::full;
@@ -177,7 +195,6 @@ TEST_P(CudaModelTest, BlendAtRatioOneIsFullPrefillOnTheDevice) {
         blended = eng.prefill(req, &st);
         EXPECT_EQ(st.chunks_hit, 4);
     }
-    ASSERT_EQ(system(("rm -rf '" + dir + "'").c_str()), 0);
     ASSERT_EQ(full.size(), blended.size());
     // Every row recomputed: the same rows through the same kernels, in a different batching.
     EXPECT_LT(nmse(full, blended), 1e-6);
@@ -193,19 +210,14 @@ TEST_P(CudaModelTest, BlendedPrefillFollowsTheCpu) {
     if (model_->hparams().n_layer < 2) {
         GTEST_SKIP() << "a one-layer model has no check layer (blending needs two)";
     }
-    char tmpl[] = "/tmp/cbl-cuda-model-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string dir = tmpl;
-    blend_request req;
-    req.preamble = cbltest::random_tokens(*model_, 12, 5);
-    for (uint32_t c = 0; c < 5; ++c)
-        req.chunks.push_back(cbltest::random_tokens(*model_, 180, 20 + c));
-    req.question = cbltest::random_tokens(*model_, 16, 6);
+    const temp_dir dir;
+    ASSERT_FALSE(dir.path.empty());
+    const blend_request req = random_request(5, 180, 5);
     std::vector<float> ref, got;
     blend_stats ref_st, got_st;
     {
         kv_store_params kp;
-        kp.dir = dir + "/kv";
+        kp.dir = dir.path + "/kv";
         std::shared_ptr<kv_store> store = kv_store::open(kp);
         blend_params p;
         p.ratio = 0.15f;
@@ -223,7 +235,6 @@ TEST_P(CudaModelTest, BlendedPrefillFollowsTheCpu) {
         const std::vector<float> again = dev_eng.prefill(req, &got_st);
         EXPECT_LT(nmse(got, again), 1e-9) << "the same request twice on one device engine";
     }
-    ASSERT_EQ(system(("rm -rf '" + dir + "'").c_str()), 0);
     EXPECT_EQ(got_st.chunks_hit, 5);
     EXPECT_EQ(got_st.tokens_recomputed, ref_st.tokens_recomputed);
     std::vector<int32_t> common;

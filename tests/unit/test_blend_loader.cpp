@@ -117,6 +117,16 @@ void expect_layer(const chunks& ch, int32_t layer, const float* k, const uint16_
     }
 }
 
+// Acquires layers [from, to) in order, checks each and lets its slot go.
+void expect_layers(layer_loader& loader, const chunks& ch, int32_t from, int32_t to) {
+    for (int32_t l = from; l < to; ++l) {
+        double wait = 0;
+        const auto [k, v] = loader.acquire(l, &wait);
+        expect_layer(ch, l, k, v);
+        loader.release(l);
+    }
+}
+
 TEST(BlendLoader, EveryThreadCountFillsTheSameRows) {
     const auto be = make_cpu_backend(1);
     const chunks ch({5, 17, 1, 9, 33, 2, 12}, 6);
@@ -125,12 +135,7 @@ TEST(BlendLoader, EveryThreadCountFillsTheSameRows) {
         loader_memory mem;
         layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, {1, 2, 3, 4, 5},
                             threads);
-        for (int32_t l = 1; l < 6; ++l) {
-            double wait = 0;
-            const auto [k, v] = loader.acquire(l, &wait);
-            expect_layer(ch, l, k, v);
-            loader.release(l);
-        }
+        expect_layers(loader, ch, 1, 6);
         EXPECT_GT(loader.busy_ms(), 0);
     }
 }
@@ -143,12 +148,7 @@ TEST(BlendLoader, ALayersChunksAreReadAtOnce) {
     const chunks ch({4, 4, 4, 4, 4, 4}, 4, &probe);
     loader_memory mem;
     layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, {0, 1, 2, 3}, 3);
-    for (int32_t l = 0; l < 4; ++l) {
-        double wait = 0;
-        const auto [k, v] = loader.acquire(l, &wait);
-        expect_layer(ch, l, k, v);
-        loader.release(l);
-    }
+    expect_layers(loader, ch, 0, 4);
     EXPECT_EQ(probe.peak, 3) << "three threads read layer 2's six chunks";
 }
 
@@ -161,12 +161,7 @@ TEST(BlendLoader, TheFailingReaderIsReportedAndItsLayerNeverPublished) {
         loader_memory mem;
         layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, {0, 1, 2, 3, 4},
                             threads);
-        for (int32_t l = 0; l < 2; ++l) {
-            double wait = 0;
-            const auto [k, v] = loader.acquire(l, &wait);
-            expect_layer(ch, l, k, v);
-            loader.release(l);
-        }
+        expect_layers(loader, ch, 0, 2);
         double wait = 0;
         try {
             loader.acquire(2, &wait);
