@@ -129,9 +129,10 @@ fi
 if ((sanitize)); then
   phase "build (thread sanitizer, build-tsan/: threading tests only)"
   # test_capi_misuse: sessions freed from another thread mid-ask; test_concurrent_ingest: the
-  # writer lock and index reloads (a search thread and a writer in one process).
+  # writer lock and index reloads (a search thread and a writer in one process);
+  # test_blend_loader: the blend loader's helper threads sharing a layer's chunks.
   tsan_tests=(test_capi_threads test_thread_pool test_capi_misuse test_concurrent_ingest
-              test_capi_admission test_request_gate test_memory_budget)
+              test_capi_admission test_request_gate test_memory_budget test_blend_loader)
   BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
     -DCBL_SANITIZE=thread -DCBL_BUILD_BENCH=OFF -DCBL_BUILD_SAMPLES=OFF -- "${tsan_tests[@]}"
   phase "ctest (thread sanitizer)"
