@@ -39,6 +39,9 @@ cuda_ctx::~cuda_ctx() {
     for (device_buffer& b : scratch_) b.reset();
     workspace_.reset();
     if (stream_.get()) cudaStreamSynchronize(stream_.get());
+    // The handle and the stream go here, on their device, not after the guard gave it back.
+    lt_ = cublaslt_handle();
+    stream_ = cuda_stream();
     (void)cudaGetLastError();  // errors here are unreportable; a later op must not inherit them
 }
 

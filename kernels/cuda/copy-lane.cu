@@ -10,6 +10,7 @@ copy_lane::~copy_lane() {
     for (const pending& p : pending_) cudaEventDestroy(p.done);
     for (cudaEvent_t e : free_) cudaEventDestroy(e);
     if (compute_mark_) cudaEventDestroy(compute_mark_);
+    stream_ = cuda_stream();   // destroyed here, on its device, not after the guard gave it back
     (void)cudaGetLastError();  // errors here are unreportable; a later op must not inherit them
 }
 
