@@ -115,14 +115,13 @@ void layer_loader::loop() {
             cv_.wait(lk, [&] { return stop_ || (s.layer == -1 && !s.ready); });
             if (stop_) return;
             job_layer_ = layer;
-            job_slot_ = &s;
             next_chunk_ = 0;
             helpers_busy_ = helpers_.size();
             ++job_;
         }
         help_cv_.notify_all();
         const auto t0 = clock_type::now();
-        read_chunks(layer, s);
+        read_chunks(layer);
         {
             // The helpers write into the slot until they are done: wait for them even after an
             // error, so the slot is never published (or refilled) under their writes.
@@ -141,7 +140,6 @@ void layer_loader::help() {
     uint64_t done = 0;
     for (;;) {
         int32_t layer = -1;
-        slot* s = nullptr;
         {
             std::unique_lock<std::mutex> lk(mu_);
             help_cv_.wait(lk, [&] { return stop_ || job_ != done; });
@@ -150,9 +148,8 @@ void layer_loader::help() {
             if (job_ == done) return;
             done = job_;
             layer = job_layer_;
-            s = job_slot_;
         }
-        read_chunks(layer, *s);
+        read_chunks(layer);
         {
             std::lock_guard<std::mutex> lk(mu_);
             --helpers_busy_;
@@ -161,7 +158,8 @@ void layer_loader::help() {
     }
 }
 
-void layer_loader::read_chunks(int32_t layer, slot& s) {
+void layer_loader::read_chunks(int32_t layer) {
+    const slot& s = slots_[static_cast<size_t>(layer) % 2];
     while (!abort_) {
         const size_t c = next_chunk_.fetch_add(1);
         if (c >= readers_.size()) return;

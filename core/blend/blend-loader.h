@@ -70,8 +70,8 @@ private:
     void stop_threads();
     // A helper thread: reads the chunks of each layer loop() hands out, until stop.
     void help();
-    // Reads chunks of `layer` into `s` until none is left (or a read failed or stop).
-    void read_chunks(int32_t layer, slot& s);
+    // Reads chunks of `layer` into its slot until none is left (or a read failed or stop).
+    void read_chunks(int32_t layer);
 
     std::vector<chunk_kv_reader*> readers_;
     std::vector<int64_t> row_offset_;
@@ -88,7 +88,6 @@ private:
     // every helper has finished it (helpers_busy_ == 0).
     uint64_t job_ = 0;
     int32_t job_layer_ = -1;
-    slot* job_slot_ = nullptr;
     size_t helpers_busy_ = 0;
     std::atomic<size_t> next_chunk_{0};
     std::atomic<bool> abort_{false};  // a read failed or stop: take no more chunks

@@ -45,7 +45,6 @@ cuda_ctx::~cuda_ctx() {
     (void)cudaGetLastError();  // errors here are unreportable; a later op must not inherit them
 }
 
-
 cudaStream_t cuda_ctx::stream() {
     if (!stream_.get()) stream_ = cuda_stream(0);
     return stream_.get();

@@ -1,7 +1,7 @@
 // The arithmetic of the CUDA attention's GEMM path (kernels/cuda/attention-gemm.cu) as plain
 // code: the chunking, every batched GEMM's offsets, leading dimensions and strides and the score
-// the softmax reads (the causal limit is causal-mask.h's). The CUDA code runs these steps with cuBLASLt;
-// test_cuda_device_math runs them with a reference GEMM of gemm_args' semantics
+// the softmax reads (the causal limit is causal-mask.h's). The CUDA code runs these steps with
+// cuBLASLt; test_cuda_device_math runs them with a reference GEMM of gemm_args' semantics
 // (kernels/cuda/gemm.cuh) and compares the result with the CPU attention, so the path's indexing
 // is tested on machines without a GPU.
 #pragma once
