@@ -3,12 +3,13 @@
 # machine with the repository, fetching nothing: builds the engine alone for the GPU it finds
 # (CBL_ENGINE_ONLY: kernels + core + tests/gpu; no FAISS, documents or C ABI, which such machines
 # lack), runs the GPU tests against the CPU (op by op, then whole models: greedy decoding,
-# a 4096-token context, blend at r = 1 = full), then cbl-engine-bench on the GPU and on the CPU
-# (prefill 512, decode 128, full vs blend TTFT of a 6-chunk prompt) on the models blown up to
-# their full shape, then, in the time left of 8 minutes, compute-sanitizer's memcheck on the
-# newest kernels, and prints one summary (speed per model and device, then the verdict). About 5
-# minutes on an H100 before memcheck. Every step runs under a time limit, so a hang costs that
-# step, not the report.
+# a 4096-token context, blend at r = 1 = full, blend at r = 0.15 against the CPU's) and the AMX
+# tiles' test on the host CPU, then cbl-engine-bench on the GPU and on the CPU (prefill 512,
+# decode 128, full vs blend TTFT of a 6-chunk prompt, the blend loader's read rate) on the models
+# blown up to their full shape, then, in the time left of 8 minutes, compute-sanitizer's memcheck
+# on the newest kernels, and prints one summary (speed per model and device, then the verdict).
+# About 5 minutes on an H100 before memcheck. Every step runs under a time limit, so a hang costs
+# that step, not the report.
 #
 # GPU machines here take at most 64 MiB of files and reach no network, so the models travel cut
 # down to a layer or two and part of their vocabulary (real weights and quant types), with what
@@ -115,6 +116,8 @@ limit() {
   echo $((left < cap ? left : cap))
 }
 limited() { local s=$1; shift; timeout --kill-after=10 "$s" "$@"; }
+# Whether exit status $1 is limited's: timeout's 124, or 137 when it had to kill.
+timed_out() { (($1 == 124 || $1 == 137)); }
 bigs=()
 finish() {
   rm -f "${bigs[@]}"
@@ -136,8 +139,8 @@ elif command -v ninja >/dev/null; then
   generator=(-G Ninja)
 fi
 echo "== build ($gpu, sm_$arch; $versions)" >&2
-cmake "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCBL_ENGINE_ONLY=ON -DCBL_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCBL_MIMALLOC=OFF \
+cmake "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCBL_ENGINE_ONLY=ON \
+  -DCBL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCBL_MIMALLOC=OFF \
   -DCBL_GTEST_SOURCE_DIR="$root/$dir/googletest" "${sqlite[@]}" >"$out/configure.log" 2>&1 ||
   { tail -30 "$out/configure.log"; die "configure failed"; }
 cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; die "build failed"; }
@@ -157,14 +160,15 @@ done
 echo "== GPU tests" >&2
 export CBL_GPU_MODELS=$(IFS=:; echo "${cut_models[*]}") CBL_REQUIRE_MODEL=1
 echo "  host CPU: $cpu ($(nproc) cores)"
-for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cuda_model test_igemm_amx; do
+for t in test_cuda_device_math test_cuda_backend_errors test_backend_ops test_cuda_model \
+  test_igemm_amx; do
   rc=0
   s=$(limit 200)
   limited "$s" "$build/tests/$t" >"$out/$t.log" 2>&1 || rc=$?
   if ((rc == 0)); then
     echo "  $t: passed ($(grep -c '^\[       OK' "$out/$t.log") tests," \
       "$(grep -c '^\[  SKIPPED' "$out/$t.log") skipped)"
-  elif ((rc == 124 || rc == 137)); then
+  elif timed_out $rc; then
     echo "  $t: FAILED (timed out after ${s}s), last lines:"
     tail -5 "$out/$t.log" | sed 's/^/    /'
   else
@@ -216,7 +220,7 @@ for m in "${models[@]}"; do
     sed 's/^/    /' "$log"
     if ((rc != 0)); then
       why="rc $rc"
-      ((rc == 124 || rc == 137)) && why="timed out"
+      timed_out $rc && why="timed out"
       echo "    FAILED ($why)"
       bench_ok=0
     fi
@@ -242,7 +246,7 @@ if ((selftest == 0)) && [[ -n $sanitizer ]] && ((left > 60)); then
     echo "  memcheck: ERRORS (rc $rc), first ones:"
     grep -E '^========= (Invalid|Program hit)' "$out/memcheck.log" | head -8 | sed 's/^/    /'
     tests_ok=0
-  elif ((rc == 124 || rc == 137)); then
+  elif timed_out $rc; then
     echo "  memcheck: stopped after ${left}s (no verdict)"
   else
     echo "  memcheck: no verdict (rc $rc): $(grep -m1 -E '=========|FAILED' "$out/memcheck.log" || tail -1 "$out/memcheck.log")"
@@ -252,9 +256,9 @@ else
 fi
 # The speed lines in one place: per model and device, prefill and decode tokens/s, full vs
 # blended TTFT, and the loader's best read rate.
-python3 - "$out" "${devices[@]}" <<'PY' || true
+python3 - "$out" <<'PY' || true
 import glob, json, os, sys
-out, devices = sys.argv[1], sys.argv[2:]
+out = sys.argv[1]
 for path in sorted(glob.glob(os.path.join(out, 'bench-*.jsonl'))):
     rows = {}
     load = 0.0

@@ -1,8 +1,9 @@
 // The engine on a GPU against the engine on the CPU, whole models (issue 16, item 3): greedy
 // decoding from the same prompt, first-token logits, a 4096-token context, blended prefill at
-// r = 1 against full prefill on the device, and at r = 0.15 against the CPU's. Models: CBL_GPU_MODELS (paths, ':'-separated; on a
-// GPU machine scripts/gpu-check.sh passes the cut-down models it carries), else the suite's
-// default model and CBL_QWEN_MODEL when set (the self-test: the suite's model only).
+// r = 1 against full prefill on the device, and at r = 0.15 against the CPU's. Models:
+// CBL_GPU_MODELS (paths, ':'-separated; on a GPU machine scripts/gpu-check.sh passes the cut-down
+// models it carries), else the suite's default model and CBL_QWEN_MODEL when set (the self-test:
+// the suite's model only).
 //
 // Without a CUDA device the test exits 77 (ctest: skipped). CBL_CUDA_MODEL_SELFTEST=1 runs the
 // same comparisons against a second CPU backend with another thread count, so the harness runs in
@@ -113,15 +114,12 @@ protected:
     std::shared_ptr<const model> model_;
 };
 
-// A temporary folder for a KV store, removed with everything in it.
+// A temporary folder for a KV store, removed with everything in it. make_temp_dir answers "/tmp"
+// (and fails the test) when it cannot make one: that is never removed.
 struct temp_dir {
-    std::string path;
-    temp_dir() {
-        char tmpl[] = "/tmp/cbl-cuda-model-XXXXXX";
-        if (mkdtemp(tmpl)) path = tmpl;
-    }
+    std::string path = cbltest::make_temp_dir("cbl-cuda-model");
     ~temp_dir() {
-        if (!path.empty() && system(("rm -rf '" + path + "'").c_str()) != 0) {
+        if (path != "/tmp" && system(("rm -rf '" + path + "'").c_str()) != 0) {
             std::fprintf(stderr, "cleanup of %s failed\n", path.c_str());
         }
     }
@@ -172,7 +170,7 @@ TEST_P(CudaModelTest, BlendAtRatioOneIsFullPrefillOnTheDevice) {
         GTEST_SKIP() << "a one-layer model has no check layer (blending needs two)";
     }
     const temp_dir dir;
-    ASSERT_FALSE(dir.path.empty());
+    ASSERT_NE(dir.path, "/tmp");
     const blend_request req = random_request(4, 200, 3);
     auto dev = open(false, 1024);
     std::vector<float> full, blended;
@@ -211,7 +209,7 @@ TEST_P(CudaModelTest, BlendedPrefillFollowsTheCpu) {
         GTEST_SKIP() << "a one-layer model has no check layer (blending needs two)";
     }
     const temp_dir dir;
-    ASSERT_FALSE(dir.path.empty());
+    ASSERT_NE(dir.path, "/tmp");
     const blend_request req = random_request(5, 180, 5);
     std::vector<float> ref, got;
     blend_stats ref_st, got_st;

@@ -58,6 +58,19 @@ std::vector<std::string> kv_files(const std::string& dir) {
     return out;
 }
 
+// Damages a file: flips the bits of one byte at `where` (a fraction of its size) with 0x5a.
+void flip_byte(const std::string& path, double where) {
+    std::fstream fs(path, std::ios::in | std::ios::out | std::ios::binary);
+    fs.seekg(0, std::ios::end);
+    const auto at = static_cast<std::streamoff>(static_cast<double>(fs.tellg()) * where);
+    char c = 0;
+    fs.seekg(at);
+    fs.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    fs.seekp(at);
+    fs.write(&c, 1);
+}
+
 class BlendTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -433,19 +446,7 @@ TEST_F(BlendTest, CorruptStoreFilesAreMissesAndTheAnswerStaysRight) {
     const std::vector<float> full = run(blend_mode::full, 0.f, nullptr, &one);
     const auto files = kv_files(dir_ + "/kv");
     ASSERT_EQ(files.size(), 3u);
-    for (const auto& f : files) {
-        // Flip a byte in the middle of the payload of every file.
-        std::fstream fs(f, std::ios::in | std::ios::out | std::ios::binary);
-        fs.seekg(0, std::ios::end);
-        const auto size = static_cast<std::streamoff>(fs.tellg());
-        fs.seekp(size / 2);
-        char c = 0;
-        fs.seekg(size / 2);
-        fs.read(&c, 1);
-        c = static_cast<char>(c ^ 0x5a);
-        fs.seekp(size / 2);
-        fs.write(&c, 1);
-    }
+    for (const auto& f : files) flip_byte(f, 0.5);  // the middle of the payload of every file
     blend_stats st;
     const std::vector<float> r = run(blend_mode::reuse, 0.f, &st, &one);
     EXPECT_EQ(st.chunks_hit, 0);
@@ -476,17 +477,7 @@ TEST_F(BlendTest, ParallelLoadingIsTheSameAndSurvivesDamagedFiles) {
     auto files = kv_files(dir_ + "/kv");
     ASSERT_EQ(files.size(), 3u);
     std::sort(files.begin(), files.end());
-    for (size_t i = 0; i < 2; ++i) {
-        std::fstream fs(files[i], std::ios::in | std::ios::out | std::ios::binary);
-        fs.seekg(0, std::ios::end);
-        const std::streamoff at = static_cast<std::streamoff>(fs.tellg()) * 3 / 4;  // a late layer
-        char c = 0;
-        fs.seekg(at);
-        fs.read(&c, 1);
-        c = static_cast<char>(c ^ 0x5a);
-        fs.seekp(at);
-        fs.write(&c, 1);
-    }
+    for (size_t i = 0; i < 2; ++i) flip_byte(files[i], 0.75);  // a late layer
     p.mode = blend_mode::reuse;
     p.load_threads = 3;
     blend_engine eng(*session_, store_, p);
