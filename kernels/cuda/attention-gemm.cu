@@ -141,16 +141,18 @@ void cbl_cuda_attention_gemm(cuda_ctx& ctx, const attention_args& a, int n_kv) {
             run_step(ctx, hd::attn_scores_step(l, a.kv_stride, a.n_keys, rows, hh), k, qh, s);
         }
         const softmax_args sa{s, p, sums, l.ld, l.chunk, a.n_keys, a.q_pos + i0, exps, a.scale};
-        causal_softmax_kernel<<<dim3(unsigned(rows), unsigned(l.n_head)), k_threads, 0,
-                                ctx.stream()>>>(sa);
+        CBL_CUDA_LAUNCH(dim3(unsigned(rows), unsigned(l.n_head)), k_threads, ctx.stream(),
+                        causal_softmax_kernel)
+        (sa);
         CBL_CUDA_LAUNCH_CHECK();
         for (int64_t hh = 0; hh < l.group; ++hh) {
             run_step(ctx,
                      hd::attn_values_step(l, a.kv_stride, a.n_keys, a.out_stride, i0, rows, hh), v,
                      p, a.out);
         }
-        scale_out_kernel<<<dim3(unsigned(rows), unsigned(l.n_head)), 128, 0, ctx.stream()>>>(
-            a.out + i0 * a.out_stride, a.out_stride, l.d, l.chunk, sums);
+        CBL_CUDA_LAUNCH(dim3(unsigned(rows), unsigned(l.n_head)), 128, ctx.stream(),
+                        scale_out_kernel)
+        (a.out + i0 * a.out_stride, a.out_stride, l.d, l.chunk, sums);
         CBL_CUDA_LAUNCH_CHECK();
     }
     attention_gemm_calls_.fetch_add(1, std::memory_order_relaxed);

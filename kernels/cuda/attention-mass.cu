@@ -63,11 +63,10 @@ void cbl_cuda_attention_mass(cuda_ctx& ctx, const attention_args& a, float* scor
     }
     float* p = static_cast<float*>(
         ctx.scratch(scratch_attention_probs, size_t(rows * a.n_keys) * sizeof(float)));
-    probs_kernel<<<unsigned(rows), k_threads, 0, ctx.stream()>>>(a, group, p);
+    CBL_CUDA_LAUNCH(unsigned(rows), k_threads, ctx.stream(), probs_kernel)(a, group, p);
     CBL_CUDA_LAUNCH_CHECK();
-    column_sum_kernel<<<grid_1d(a.n_keys, k_threads), k_threads, 0, ctx.stream()>>>(p, rows,
-                                                                                    a.n_keys,
-                                                                                    scores);
+    CBL_CUDA_LAUNCH(grid_1d(a.n_keys, k_threads), k_threads, ctx.stream(), column_sum_kernel)
+    (p, rows, a.n_keys, scores);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -126,7 +126,7 @@ void cbl_cuda_attention(cuda_ctx& ctx, const attention_args& a) {
     }
     attn_params prm{a, a.n_head / n_kv, a.scale * 1.4426950408889634f};
     const dim3 grid(unsigned(a.n_q), unsigned(a.n_head));
-    attention_kernel<<<grid, k_warps * 32, 0, ctx.stream()>>>(prm);
+    CBL_CUDA_LAUNCH(grid, k_warps * 32, ctx.stream(), attention_kernel)(prm);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -32,7 +32,17 @@ inline void check_cublas(cublasStatus_t s, const char* expr, const char* file, i
 // device memory is kernel_status::device_oom (the engine maps it to CBL_DEVICE_OOM).
 #define CBL_CUDA_CHECK(expr) ::cacheblend::cuda::check_cuda((expr), #expr, __FILE__, __LINE__)
 #define CBL_CUBLAS_CHECK(expr) ::cacheblend::cuda::check_cublas((expr), #expr, __FILE__, __LINE__)
-// After a <<<...>>> launch: configuration errors surface here, execution errors at the next sync.
+// Launches a kernel: CBL_CUDA_LAUNCH(grid, block, stream, kernel)(args...). Under nvcc it is
+// kernel<<<grid, block, 0, stream>>>(args...); in the CUDA emulator's build (tests/cuda-emulator,
+// CBL_CUDA_EMULATOR=ON) the emulator queues it. The kernel comes last: a template's arguments may
+// hold commas.
+#if defined(CBL_CUDA_EMULATED_LAUNCH)
+#define CBL_CUDA_LAUNCH(grid, block, stream, ...) \
+    CBL_CUDA_EMULATED_LAUNCH(grid, block, stream, __VA_ARGS__)
+#else
+#define CBL_CUDA_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>
+#endif
+// After a launch: configuration errors surface here, execution errors at the next sync.
 #define CBL_CUDA_LAUNCH_CHECK() CBL_CUDA_CHECK(cudaPeekAtLastError())
 
 namespace cacheblend {

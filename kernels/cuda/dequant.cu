@@ -59,9 +59,9 @@ void launch(cuda_ctx& ctx, const dequant_args& a) {
     const unsigned blocks = grid_1d(total < (int64_t(1) << 28) ? total : (int64_t(1) << 28),
                                     k_threads);
     if (by8) {
-        dequant_rows8_kernel<T, Out><<<blocks, k_threads, 0, ctx.stream()>>>(a);
+        CBL_CUDA_LAUNCH(blocks, k_threads, ctx.stream(), dequant_rows8_kernel<T, Out>)(a);
     } else {
-        dequant_rows_kernel<T, Out><<<blocks, k_threads, 0, ctx.stream()>>>(a);
+        CBL_CUDA_LAUNCH(blocks, k_threads, ctx.stream(), dequant_rows_kernel<T, Out>)(a);
     }
     CBL_CUDA_LAUNCH_CHECK();
 }

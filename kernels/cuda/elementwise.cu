@@ -28,8 +28,9 @@ template <typename F>
 void launch_rows(cuda_ctx& ctx, int64_t m, int64_t n, F f) {
     if (m <= 0 || n <= 0) return;
     const int64_t blocks = (m * n + k_threads - 1) / k_threads;
-    rows_kernel<<<unsigned(blocks < k_max_blocks ? blocks : k_max_blocks), k_threads, 0,
-                  ctx.stream()>>>(m, n, f);
+    CBL_CUDA_LAUNCH(unsigned(blocks < k_max_blocks ? blocks : k_max_blocks), k_threads,
+                    ctx.stream(), rows_kernel<F>)
+    (m, n, f);
     CBL_CUDA_LAUNCH_CHECK();
 }
 
@@ -117,16 +118,16 @@ void cbl_cuda_add_bias(cuda_ctx& ctx, float* y, int64_t m, int64_t n, int64_t ld
 void cbl_cuda_f16_stage_rows(cuda_ctx& ctx, const float* x, int64_t m, int64_t n, int64_t ldx,
                              void* out, int64_t ld_out, int32_t* exps) {
     if (m <= 0) return;
-    f16_stage_kernel<<<row_blocks(m), k_threads, 0, ctx.stream()>>>(x, m, n, ldx,
-                                                                    static_cast<__half*>(out),
-                                                                    ld_out, exps);
+    CBL_CUDA_LAUNCH(row_blocks(m), k_threads, ctx.stream(), f16_stage_kernel)
+    (x, m, n, ldx, static_cast<__half*>(out), ld_out, exps);
     CBL_CUDA_LAUNCH_CHECK();
 }
 
 void cbl_cuda_f16_unstage_rows(cuda_ctx& ctx, float* y, int64_t m, int64_t n, int64_t ldy,
                                const int32_t* exps, const float* bias) {
     if (m <= 0 || n <= 0) return;
-    f16_unstage_kernel<<<row_blocks(m), k_threads, 0, ctx.stream()>>>(y, m, n, ldy, exps, bias);
+    CBL_CUDA_LAUNCH(row_blocks(m), k_threads, ctx.stream(), f16_unstage_kernel)
+    (y, m, n, ldy, exps, bias);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

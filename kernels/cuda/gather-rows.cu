@@ -33,13 +33,11 @@ void cbl_cuda_gather_rows(cuda_ctx& ctx, const void* src, size_t src_stride, con
                          src_stride | dst_stride | row_bytes) &
                         3u) == 0;
     if (words) {
-        gather_rows_kernel<uint32_t><<<blocks, k_threads, 0, ctx.stream()>>>(s, src_stride, idx, n,
-                                                                             row_bytes / 4, d,
-                                                                             dst_stride);
+        CBL_CUDA_LAUNCH(blocks, k_threads, ctx.stream(), gather_rows_kernel<uint32_t>)
+        (s, src_stride, idx, n, row_bytes / 4, d, dst_stride);
     } else {
-        gather_rows_kernel<uint8_t><<<blocks, k_threads, 0, ctx.stream()>>>(s, src_stride, idx, n,
-                                                                            row_bytes, d,
-                                                                            dst_stride);
+        CBL_CUDA_LAUNCH(blocks, k_threads, ctx.stream(), gather_rows_kernel<uint8_t>)
+        (s, src_stride, idx, n, row_bytes, d, dst_stride);
     }
     CBL_CUDA_LAUNCH_CHECK();
 }

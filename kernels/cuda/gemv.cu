@@ -57,7 +57,7 @@ void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a) {
                            kernel_fmt("cuda gemv: %d rows (max %d)", a.m, k_gemv_max_rows));
     }
     const unsigned blocks = grid_1d(a.n, k_warps);
-    gemv_kernel<T><<<blocks, k_warps * 32, 0, ctx.stream()>>>(a);
+    CBL_CUDA_LAUNCH(blocks, k_warps * 32, ctx.stream(), gemv_kernel<T>)(a);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -28,8 +28,8 @@ void cbl_cuda_kv_deviation(cuda_ctx& ctx, const float* fresh, int64_t ld_fresh,
                            const uint16_t* cached, int64_t ld_cached, int64_t n, int64_t width,
                            float* d) {
     if (n <= 0) return;
-    kv_deviation_kernel<<<grid_1d(n, k_warps), k_warps * 32, 0, ctx.stream()>>>(
-        fresh, ld_fresh, cached, ld_cached, n, width, d);
+    CBL_CUDA_LAUNCH(grid_1d(n, k_warps), k_warps * 32, ctx.stream(), kv_deviation_kernel)
+    (fresh, ld_fresh, cached, ld_cached, n, width, d);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

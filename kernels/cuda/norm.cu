@@ -36,7 +36,7 @@ __global__ void rms_norm_kernel(rms_norm_args a) {
 void cbl_cuda_rms_norm(cuda_ctx& ctx, const rms_norm_args& a) {
     if (a.m <= 0 || a.n <= 0) return;
     if (a.m > 0x7fffffff) throw kernel_error(kernel_status::range, "cuda rms_norm: too many rows");
-    rms_norm_kernel<<<unsigned(a.m), k_threads, 0, ctx.stream()>>>(a);
+    CBL_CUDA_LAUNCH(unsigned(a.m), k_threads, ctx.stream(), rms_norm_kernel)(a);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -56,7 +56,8 @@ void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a) {
     if (a.m <= 0 || a.n_head <= 0) return;
     const hd::rope_consts k = make_consts(a.p, a.head_dim);
     if (k.n_rot == 0) return;  // the CPU leaves x untouched too
-    rope_kernel<<<blocks_for(a.m * a.n_head * k.n_rot), k_threads, 0, ctx.stream()>>>(a, k);
+    CBL_CUDA_LAUNCH(blocks_for(a.m * a.n_head * k.n_rot), k_threads, ctx.stream(), rope_kernel)
+    (a, k);
     CBL_CUDA_LAUNCH_CHECK();
 }
 
@@ -64,7 +65,7 @@ void cbl_cuda_relocate_kv(cuda_ctx& ctx, const relocate_args& a) {
     if (a.n <= 0 || a.n_kv_head <= 0 || a.head_dim <= 0) return;
     const hd::rope_consts k = make_consts(a.p, a.head_dim);
     const int64_t total = a.n * a.n_kv_head * ((a.head_dim + 1) / 2);
-    relocate_kernel<<<blocks_for(total), k_threads, 0, ctx.stream()>>>(a, k);
+    CBL_CUDA_LAUNCH(blocks_for(total), k_threads, ctx.stream(), relocate_kernel)(a, k);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -26,8 +26,9 @@ void cbl_cuda_store_rows_f16(cuda_ctx& ctx, const float* src, int64_t m, int64_t
                              const int32_t* pos, uint16_t* cache, int64_t ld_cache) {
     if (m <= 0 || n <= 0) return;
     const int64_t b = (m * n + k_threads - 1) / k_threads;
-    store_rows_kernel<<<unsigned(b < k_max_blocks ? b : k_max_blocks), k_threads, 0,
-                        ctx.stream()>>>(src, m, n, ldsrc, pos, cache, ld_cache);
+    CBL_CUDA_LAUNCH(unsigned(b < k_max_blocks ? b : k_max_blocks), k_threads, ctx.stream(),
+                    store_rows_kernel)
+    (src, m, n, ldsrc, pos, cache, ld_cache);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

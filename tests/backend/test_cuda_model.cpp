@@ -12,7 +12,7 @@
 // Tolerances: the GPU multiplies f16-staged weights in f32 (cuBLASLt) where the CPU runs int8
 // dot products on quantized activations, so logits differ slightly (normalized squared error
 // below 2e-3) and a greedy step may pick another token where the CPU's best two are within
-// k_near_tie of each other; decoding is compared up to the first such step.
+// near_tie() of each other; decoding is compared up to the first such step.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -50,6 +50,14 @@ bool selftest() {
 
 std::string device_under_test() { return selftest() ? "cpu" : "cuda:0"; }
 
+// The CUDA emulator's build (CBL_CUDA_EMULATOR) runs the device's kernels on the host, thread by
+// thread: the suite's small model and the self-test's sizes keep that to minutes.
+#if CBL_CUDA_EMULATED
+constexpr bool k_emulated = true;
+#else
+constexpr bool k_emulated = false;
+#endif
+
 std::vector<std::string> models_under_test() {
     std::vector<std::string> out;
     if (const char* list = std::getenv("CBL_GPU_MODELS"); list && *list) {
@@ -64,7 +72,9 @@ std::vector<std::string> models_under_test() {
     out.push_back(cbltest::default_model_path());
     // The self-test checks the harness, which the suite's small model does (the Qwen model under
     // the sanitizers costs minutes); on a GPU both default models are compared.
-    if (const char* q = std::getenv("CBL_QWEN_MODEL"); q && *q && !selftest()) out.push_back(q);
+    if (const char* q = std::getenv("CBL_QWEN_MODEL"); q && *q && !selftest() && !k_emulated) {
+        out.push_back(q);
+    }
     return out;
 }
 
@@ -76,6 +86,18 @@ double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
         den += double(ref[i]) * ref[i];
     }
     return den > 0 ? num / den : num;
+}
+
+// Logit gaps under which the two backends may rank two tokens either way: k_near_tie, or more
+// where this step's logits differ more (an error of rms r per logit moves a gap by about
+// r * sqrt(2); six of those is beyond chance). The emulator's run of SmolLM2 on random tokens
+// (device 1.2e-4 NMSE from the CPU) met a 0.07-nat gap the CPU's int8 activations had flipped.
+float near_tie(const std::vector<float>& ref, const std::vector<float>& got) {
+    double sq = 0;
+    for (size_t i = 0; i < ref.size(); ++i)
+        sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+    const double rms = std::sqrt(sq / double(std::max<size_t>(1, ref.size())));
+    return std::max(k_near_tie, float(6.0 * rms));
 }
 
 token_id argmax(const std::vector<float>& v) {
@@ -139,8 +161,10 @@ TEST_P(CudaModelTest, GreedyDecodingFollowsTheCpu) {
         const token_id ta = argmax(a), tb = argmax(b);
         if (ta != tb) {
             const float gap = a[size_t(ta)] - a[size_t(tb)];
-            EXPECT_LT(gap, k_near_tie) << "step " << step << ": the device chose " << tb
-                                       << ", the CPU " << ta << " by a margin of " << gap;
+            const float tie = near_tie(a, b);
+            EXPECT_LT(gap, tie) << "step " << step << ": the device chose " << tb << ", the CPU "
+                                << ta << " by a margin of " << gap << " (a near tie: below " << tie
+                                << ")";
             break;
         }
         ++same;
@@ -153,8 +177,10 @@ TEST_P(CudaModelTest, GreedyDecodingFollowsTheCpu) {
 }
 
 TEST_P(CudaModelTest, LongContextMatchesTheCpu) {
-    // 4096 tokens on the GPU; the self-test (two CPU backends) checks the harness on 1024.
-    const int n = std::min(selftest() ? 1024 : 4096, model_->hparams().n_ctx_train - 8);
+    // 4096 tokens on the GPU; the self-test (two CPU backends) checks the harness on 1024, and
+    // the emulator the kernels on as many.
+    const int n =
+        std::min(selftest() || k_emulated ? 1024 : 4096, model_->hparams().n_ctx_train - 8);
     const std::vector<token_id> prompt = cbltest::random_tokens(*model_, n, 2);
     auto cpu = open(true, n + 8);
     auto dev = open(false, n + 8);
@@ -162,7 +188,7 @@ TEST_P(CudaModelTest, LongContextMatchesTheCpu) {
     const std::vector<float> b = dev->prefill(prompt);
     EXPECT_LT(nmse(a, b), k_nmse_logits);
     const token_id ta = argmax(a), tb = argmax(b);
-    if (ta != tb) EXPECT_LT(a[size_t(ta)] - a[size_t(tb)], k_near_tie);
+    if (ta != tb) EXPECT_LT(a[size_t(ta)] - a[size_t(tb)], near_tie(a, b));
 }
 
 TEST_P(CudaModelTest, BlendAtRatioOneIsFullPrefillOnTheDevice) {
@@ -249,7 +275,7 @@ TEST_P(CudaModelTest, BlendedPrefillFollowsTheCpu) {
         model_->name().c_str(), device_under_test().c_str(), 100 * agree, e);
     EXPECT_LT(e, 10 * k_nmse_logits);
     const token_id ta = argmax(ref), tb = argmax(got);
-    if (ta != tb) EXPECT_LT(ref[size_t(ta)] - ref[size_t(tb)], k_near_tie);
+    if (ta != tb) EXPECT_LT(ref[size_t(ta)] - ref[size_t(tb)], near_tie(ref, got));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModelTest, ::testing::ValuesIn(models_under_test()),

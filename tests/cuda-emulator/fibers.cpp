@@ -1,0 +1,286 @@
+// The CUDA emulator's kernel launches: a grid runs block by block on the host thread that waits
+// for its stream, each block's threads as fibers (own stacks, switched by a few instructions of
+// x86-64 assembly at barriers and shuffles only). A block whose live threads all wait, but not at
+// the same barrier, or wait for a lane that has exited, is a launch failure naming the kernel.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_emulator.h"
+#include "emulator-internal.h"
+
+#if !defined(__x86_64__)
+#error "the CUDA emulator switches fibers with x86-64 assembly"
+#endif
+
+// cbl_emu_switch(save, to): saves the callee-saved registers and the stack pointer into *save,
+// then resumes the context whose stack pointer is `to`.
+extern "C" void cbl_emu_switch(void** save, void* to);
+asm(R"(
+    .text
+    .globl cbl_emu_switch
+    .hidden cbl_emu_switch
+    .type cbl_emu_switch, @function
+cbl_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size cbl_emu_switch, .-cbl_emu_switch
+)");
+
+namespace cbl_emu {
+namespace {
+
+constexpr size_t k_stack_bytes = 256 * 1024;  // the kernels' locals are small; deep host math
+constexpr size_t k_guard_bytes = 4096;        // an overflow faults instead of corrupting
+
+enum class fiber_state { ready, waiting, done };
+
+struct barrier {
+    int arrived = 0;
+    uint64_t generation = 0;
+};
+
+struct fiber {
+    void* sp = nullptr;
+    fiber_state state = fiber_state::ready;
+    const barrier* waits_on = nullptr;
+    uint64_t generation = 0;
+};
+
+struct block_run {
+    const std::function<void()>* body = nullptr;
+    thread_coords coords;
+    int threads = 0;
+    int live = 0;
+    int current = 0;
+    void* scheduler_sp = nullptr;
+    std::vector<fiber> fibers;
+    barrier block_barrier;
+    std::vector<barrier> warp_barriers;
+    std::vector<uint64_t> lanes;  // two shuffle slots per thread
+    std::string error;
+};
+
+thread_local block_run* t_run = nullptr;
+thread_local thread_coords t_coords;
+
+// Stacks are kept per host thread and reused by every block it runs.
+struct stack_pool {
+    std::vector<unsigned char*> stacks;
+    ~stack_pool() {
+        for (unsigned char* s : stacks) munmap(s, k_stack_bytes + k_guard_bytes);
+    }
+    unsigned char* top(size_t i) {
+        while (stacks.size() <= i) {
+            void* m = mmap(nullptr, k_stack_bytes + k_guard_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) return nullptr;
+            mprotect(m, k_guard_bytes, PROT_NONE);
+            stacks.push_back(static_cast<unsigned char*>(m));
+        }
+        return stacks[i] + k_guard_bytes + k_stack_bytes;
+    }
+};
+thread_local stack_pool t_stacks;
+
+void set_coords(block_run& r, int i) {
+    const unsigned bx = r.coords.block_dim.x, by = r.coords.block_dim.y;
+    t_coords = r.coords;
+    t_coords.thread_idx = dim3(unsigned(i) % bx, (unsigned(i) / bx) % by, unsigned(i) / (bx * by));
+}
+
+void yield_to_scheduler() {
+    block_run& r = *t_run;
+    cbl_emu_switch(&r.fibers[r.current].sp, r.scheduler_sp);
+}
+
+// Waits until `b` has `expected` arrivals (the last to arrive goes on at once).
+void arrive_and_wait(barrier& b, int expected) {
+    block_run& r = *t_run;
+    if (++b.arrived >= expected) {
+        b.arrived = 0;
+        ++b.generation;
+        return;
+    }
+    fiber& f = r.fibers[r.current];
+    f.state = fiber_state::waiting;
+    f.waits_on = &b;
+    f.generation = b.generation;
+    yield_to_scheduler();
+}
+
+extern "C" [[noreturn]] void cbl_emu_fiber_main() {
+    block_run& r = *t_run;
+    try {
+        (*r.body)();
+    } catch (...) {
+        if (r.error.empty()) r.error = "a thread threw a C++ exception";
+    }
+    r.fibers[r.current].state = fiber_state::done;
+    // An exited thread no longer holds back __syncthreads (as on the hardware).
+    if (--r.live > 0 && r.block_barrier.arrived > 0 && r.block_barrier.arrived >= r.live) {
+        r.block_barrier.arrived = 0;
+        ++r.block_barrier.generation;
+    }
+    void* unused;
+    cbl_emu_switch(&unused, r.scheduler_sp);
+    __builtin_unreachable();
+}
+
+void* initial_sp(unsigned char* top) {
+    auto* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15));
+    *--sp = 0;  // cbl_emu_fiber_main's return address: it never returns; keeps the ABI alignment
+    *--sp = reinterpret_cast<uint64_t>(&cbl_emu_fiber_main);
+    for (int i = 0; i < 6; ++i) *--sp = 0;  // rbp, rbx, r12-r15
+    return sp;
+}
+
+std::string block_name(const dim3& b) {
+    return "(" + std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) + ")";
+}
+
+// Runs one block to completion; false (and r.error) when it fails.
+bool run_block(block_run& r) {
+    r.live = r.threads;
+    r.block_barrier = barrier{};
+    for (barrier& b : r.warp_barriers) b = barrier{};
+    for (int i = 0; i < r.threads; ++i) {
+        unsigned char* top = t_stacks.top(size_t(i));
+        if (!top) {
+            r.error = "no memory for the block's thread stacks";
+            return false;
+        }
+        r.fibers[i] = fiber{initial_sp(top), fiber_state::ready, nullptr, 0};
+    }
+    block_run* outer = t_run;
+    const thread_coords outer_coords = t_coords;
+    t_run = &r;
+    bool ok = true;
+    while (r.live > 0) {
+        bool progressed = false;
+        for (int i = 0; i < r.threads && r.error.empty(); ++i) {
+            fiber& f = r.fibers[i];
+            if (f.state == fiber_state::done) continue;
+            if (f.state == fiber_state::waiting) {
+                if (f.waits_on->generation == f.generation) continue;
+                f.state = fiber_state::ready;
+            }
+            r.current = i;
+            set_coords(r, i);
+            cbl_emu_switch(&r.scheduler_sp, f.sp);
+            progressed = true;
+        }
+        if (!r.error.empty()) {
+            ok = false;
+            break;
+        }
+        if (!progressed) {
+            int waiting = 0;
+            for (const fiber& f : r.fibers) waiting += f.state == fiber_state::waiting;
+            r.error = std::to_string(waiting) + " of " + std::to_string(r.threads) +
+                      " threads wait at a barrier or shuffle the others never reach";
+            ok = false;
+            break;
+        }
+    }
+    t_run = outer;
+    t_coords = outer_coords;
+    return ok;
+}
+
+void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void()>& body) {
+    block_run r;
+    r.body = &body;
+    r.threads = int(block.x * block.y * block.z);
+    r.fibers.resize(size_t(r.threads));
+    r.warp_barriers.resize(size_t((r.threads + 31) / 32));
+    r.lanes.resize(2 * size_t(r.threads));
+    r.coords.block_dim = block;
+    r.coords.grid_dim = grid;
+    for (unsigned z = 0; z < grid.z; ++z) {
+        for (unsigned y = 0; y < grid.y; ++y) {
+            for (unsigned x = 0; x < grid.x; ++x) {
+                r.coords.block_idx = dim3(x, y, z);
+                if (!run_block(r)) {
+                    fail(cudaErrorLaunchFailure, std::string("emulator: kernel ") + name +
+                                                     ", block " + block_name(r.coords.block_idx) +
+                                                     ": " + r.error);
+                    return;
+                }
+            }
+        }
+    }
+    check_guards((std::string("kernel ") + name).c_str());
+}
+
+bool valid_config(dim3 g, dim3 b) {
+    const unsigned long long threads = 1ull * b.x * b.y * b.z;
+    return b.x >= 1 && b.y >= 1 && b.z >= 1 && b.x <= 1024 && b.y <= 1024 && b.z <= 64 &&
+           threads <= 1024 && g.x >= 1 && g.y >= 1 && g.z >= 1 && g.x <= 0x7fffffffu &&
+           g.y <= 65535 && g.z <= 65535;
+}
+
+}  // namespace
+
+const thread_coords& coords() { return t_coords; }
+
+void sync_threads() {
+    block_run& r = *t_run;
+    arrive_and_wait(r.block_barrier, r.live);
+}
+
+void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int lane_mask) {
+    block_run& r = *t_run;
+    const int self = r.current, lane = self & 31, warp = self >> 5;
+    const int src = lane ^ lane_mask;
+    const int warp_size = std::min(32, r.threads - warp * 32);
+    if (!(mask >> lane & 1u) || src < 0 || src >= 32 || !(mask >> src & 1u) ||
+        (warp_size < 32 && (mask >> warp_size) != 0)) {
+        r.error =
+            "a shuffle whose mask leaves out its own or its source lane, or names a lane "
+            "the block does not have";
+        yield_to_scheduler();  // the scheduler stops the block
+    }
+    const int expected = __builtin_popcount(mask);
+    // Two slot sets used in turn: one barrier per shuffle suffices, since a lane can only write
+    // the set it reads from after every lane has passed the barrier of the shuffle in between.
+    barrier& b = r.warp_barriers[size_t(warp)];
+    uint64_t* slots = &r.lanes[size_t(b.generation & 1) * size_t(r.threads)];
+    std::memcpy(&slots[self], in, bytes);
+    arrive_and_wait(b, expected);  // every lane wrote
+    std::memcpy(out, &slots[warp * 32 + src], bytes);
+}
+
+void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream,
+            std::function<void()> body) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (sticky_error() != cudaSuccess) {
+        note(sticky_error());
+        return;
+    }
+    if (!valid_config(grid, block)) {
+        note(cudaErrorInvalidConfiguration);
+        return;
+    }
+    note(enqueue(stream, [name, grid, block, body = std::move(body)] {
+        run_grid(name, grid, block, body);
+    }));
+}
+
+}  // namespace cbl_emu

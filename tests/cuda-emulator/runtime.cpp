@@ -1,0 +1,473 @@
+// The CUDA emulator's runtime API: one device, streams as queues that run when the host waits,
+// events as positions in a stream, device memory as host memory with guard bytes around it and
+// filled with 0xff (NaN in f32 and f16) when allocated, as a GPU's memory is not zeroed.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+
+#include "emulator-internal.h"
+
+struct CUstream_st {
+    std::deque<std::function<void()>> queue;
+    uint64_t enqueued = 0;  // ops ever queued
+    uint64_t executed = 0;  // ops taken off the queue (run or dropped)
+};
+
+struct CUevent_st {
+    CUstream_st* stream = nullptr;  // null until recorded
+    uint64_t position = 0;          // complete once stream->executed reaches it
+};
+
+namespace cbl_emu {
+namespace {
+
+constexpr size_t k_guard = 256;  // bytes before and after every device allocation
+constexpr unsigned char k_guard_byte = 0xcb;
+
+struct allocation {
+    size_t bytes;
+    bool device;
+    unsigned char* base;  // device: the guarded block; pinned host: the allocation itself
+};
+
+struct device_state {
+    CUstream_st legacy;
+    std::set<CUstream_st*> streams;
+    std::set<CUevent_st*> events;
+    std::map<uintptr_t, allocation> allocations;  // by the address handed out
+    int current_device = 0;
+    std::atomic<cudaError_t> sticky{cudaSuccess};
+    std::string sticky_what;
+};
+
+device_state& state() {
+    static device_state* s = new device_state;  // never destroyed: static destructors may free late
+    return *s;
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+
+CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy; }
+
+bool valid_stream(cudaStream_t s) { return !s || state().streams.count(s) != 0; }
+
+// Runs s's queued ops until `position` of them have left the queue. After a device failure the
+// rest is dropped, as a faulted context runs nothing more.
+void run_until(CUstream_st* s, uint64_t position) {
+    while (s->executed < position && !s->queue.empty()) {
+        std::function<void()> op = std::move(s->queue.front());
+        s->queue.pop_front();
+        ++s->executed;
+        if (sticky_error() == cudaSuccess) op();
+    }
+}
+
+void run_all(CUstream_st* s) { run_until(s, s->enqueued); }
+
+void run_device() {
+    device_state& d = state();
+    bool again = true;
+    while (again) {  // ops may queue nothing new, but a wait on one stream runs another's
+        again = false;
+        run_all(&d.legacy);
+        for (CUstream_st* s : d.streams) {
+            if (!s->queue.empty()) {
+                run_all(s);
+                again = true;
+            }
+        }
+    }
+}
+
+const allocation* find_allocation(const void* p) {
+    auto& m = state().allocations;
+    auto it = m.upper_bound(reinterpret_cast<uintptr_t>(p));
+    if (it == m.begin()) return nullptr;
+    --it;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    return a < it->first + it->second.bytes || (a == it->first) ? &it->second : nullptr;
+}
+
+bool touches_device(const void* p, size_t bytes) {
+    const allocation* a = find_allocation(p);
+    if (a && a->device) return true;
+    // A host range that runs into a device allocation is as wrong as one inside it.
+    auto& m = state().allocations;
+    auto it = m.lower_bound(reinterpret_cast<uintptr_t>(p));
+    return it != m.end() && it->second.device && it->first < reinterpret_cast<uintptr_t>(p) + bytes;
+}
+
+cudaError_t entry() {
+    const cudaError_t s = sticky_error();
+    return s == cudaSuccess ? cudaSuccess : note(s);
+}
+
+void* device_alloc(size_t bytes) {
+    const size_t body = (bytes + 255) / 256 * 256;
+    auto* base = static_cast<unsigned char*>(std::aligned_alloc(256, body + 2 * k_guard));
+    if (!base) return nullptr;
+    std::memset(base, k_guard_byte, k_guard);
+    std::memset(base + k_guard, 0xff, bytes);
+    std::memset(base + k_guard + bytes, k_guard_byte, body - bytes + k_guard);
+    unsigned char* p = base + k_guard;
+    state().allocations[reinterpret_cast<uintptr_t>(p)] = allocation{bytes, true, base};
+    return p;
+}
+
+bool guards_intact(uintptr_t p, const allocation& a) {
+    const size_t body = (a.bytes + 255) / 256 * 256;
+    const unsigned char* after = reinterpret_cast<const unsigned char*>(p) + a.bytes;
+    for (size_t i = 0; i < k_guard; ++i) {
+        if (a.base[i] != k_guard_byte) return false;
+    }
+    for (size_t i = 0; i < body - a.bytes + k_guard; ++i) {
+        if (after[i] != k_guard_byte) return false;
+    }
+    return true;
+}
+
+cudaError_t device_free(void* p, const char* how) {
+    auto& m = state().allocations;
+    auto it = m.find(reinterpret_cast<uintptr_t>(p));
+    if (it == m.end() || !it->second.device) {
+        fail(cudaErrorInvalidDevicePointer,
+             std::string("emulator: ") + how + " of a pointer that is no device allocation");
+        return note(cudaErrorInvalidDevicePointer);
+    }
+    if (!guards_intact(it->first, it->second)) {
+        fail(cudaErrorIllegalAddress, "emulator: a write outside a device allocation of " +
+                                          std::to_string(it->second.bytes) + " bytes, found at " +
+                                          how);
+    }
+    std::free(it->second.base);
+    m.erase(it);
+    return cudaSuccess;
+}
+
+// What a copy of `kind` may touch: device memory on its device side(s), never on a host side.
+cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return cudaSuccess;
+    const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost &&
+        kind != cudaMemcpyDeviceToDevice) {
+        return cudaErrorInvalidMemcpyDirection;  // the backend names every direction
+    }
+    if (dst_dev ? !is_device_range(dst, bytes) : touches_device(dst, bytes)) {
+        return cudaErrorInvalidValue;
+    }
+    if (src_dev ? !is_device_range(src, bytes) : touches_device(src, bytes)) {
+        return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+const char* error_name(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+
+}  // namespace
+
+std::recursive_mutex& device_mutex() {
+    static std::recursive_mutex* m = new std::recursive_mutex;
+    return *m;
+}
+
+void fail(cudaError_t e, const std::string& what) {
+    device_state& d = state();
+    if (d.sticky.load() != cudaSuccess) return;  // the first failure is the one to report
+    d.sticky_what = what;
+    d.sticky.store(e);
+}
+
+cudaError_t sticky_error() { return state().sticky.load(); }
+
+cudaError_t note(cudaError_t e) {
+    if (e != cudaSuccess) t_last_error = e;
+    return e;
+}
+
+cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {
+    if (!valid_stream(s)) return cudaErrorInvalidResourceHandle;
+    CUstream_st* st = resolve(s);
+    st->queue.push_back(std::move(op));
+    ++st->enqueued;
+    return cudaSuccess;
+}
+
+bool is_device_range(const void* p, size_t bytes) {
+    const allocation* a = find_allocation(p);
+    if (!a || !a->device) return false;
+    auto it = state().allocations.upper_bound(reinterpret_cast<uintptr_t>(p));
+    --it;
+    return reinterpret_cast<uintptr_t>(p) + bytes <= it->first + it->second.bytes;
+}
+
+void check_guards(const char* after) {
+    for (const auto& [p, a] : state().allocations) {
+        if (a.device && !guards_intact(p, a)) {
+            fail(cudaErrorIllegalAddress, std::string("emulator: ") + after +
+                                              " wrote outside a device allocation of " +
+                                              std::to_string(a.bytes) + " bytes");
+            return;
+        }
+    }
+}
+
+}  // namespace cbl_emu
+
+using namespace cbl_emu;
+
+#define CBL_EMU_ENTER()                                          \
+    std::lock_guard<std::recursive_mutex> lock_(device_mutex()); \
+    if (const cudaError_t e_ = entry(); e_ != cudaSuccess) return e_
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return note(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (device != 0) return note(cudaErrorInvalidDevice);
+    state().current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return note(cudaErrorInvalidValue);
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    *device = state().current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+    CBL_EMU_ENTER();
+    run_device();
+    return note(sticky_error());
+}
+
+cudaError_t cudaGetLastError() {
+    const cudaError_t e = t_last_error;
+    t_last_error = sticky_error();  // a sticky error stays
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return t_last_error; }
+
+const char* cudaGetErrorName(cudaError_t e) { return error_name(e); }
+
+const char* cudaGetErrorString(cudaError_t e) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (e != cudaSuccess && e == sticky_error()) return state().sticky_what.c_str();
+    return error_name(e);
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+    CBL_EMU_ENTER();
+    if (!p) return note(cudaErrorInvalidValue);
+    *p = device_alloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : note(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFree(void* p) {
+    CBL_EMU_ENTER();
+    if (!p) return cudaSuccess;
+    run_device();  // cudaFree waits for the device
+    return device_free(p, "cudaFree");
+}
+
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (!p || !valid_stream(s))
+        return note(p ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue);
+    *p = device_alloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : note(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (!p) return cudaSuccess;
+    const auto it = state().allocations.find(reinterpret_cast<uintptr_t>(p));
+    if (it == state().allocations.end() || !it->second.device) return note(cudaErrorInvalidValue);
+    return note(enqueue(s, [p] { device_free(p, "cudaFreeAsync"); }));
+}
+
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned flags) {
+    CBL_EMU_ENTER();
+    if (!p || flags != cudaHostAllocDefault) return note(cudaErrorInvalidValue);
+    const size_t body = ((bytes ? bytes : 1) + 4095) / 4096 * 4096;
+    auto* base = static_cast<unsigned char*>(std::aligned_alloc(4096, body));
+    if (!base) return note(cudaErrorMemoryAllocation);
+    state().allocations[reinterpret_cast<uintptr_t>(base)] = allocation{bytes, false, base};
+    *p = base;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+    CBL_EMU_ENTER();
+    if (!p) return cudaSuccess;
+    auto& m = state().allocations;
+    auto it = m.find(reinterpret_cast<uintptr_t>(p));
+    if (it == m.end() || it->second.device) return note(cudaErrorInvalidValue);
+    run_device();  // copies queued from it still read it
+    std::free(it->second.base);
+    m.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    CBL_EMU_ENTER();
+    if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess) return note(e);
+    run_all(&state().legacy);  // ordered after the legacy stream's work, not the others'
+    if (bytes) std::memmove(dst, src, bytes);
+    return note(sticky_error());
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess) return note(e);
+    if (bytes == 0) return cudaSuccess;
+    return note(enqueue(s, [dst, src, bytes, kind] {
+        // The memory must still be there when the copy runs, not only when it was queued.
+        if (check_copy(dst, src, bytes, kind) != cudaSuccess) {
+            fail(cudaErrorIllegalAddress, "emulator: a queued copy of " + std::to_string(bytes) +
+                                              " bytes touches memory freed before it ran");
+            return;
+        }
+        std::memmove(dst, src, bytes);
+    }));
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (bytes && !is_device_range(p, bytes)) return note(cudaErrorInvalidValue);
+    return note(enqueue(s, [p, value, bytes] {
+        if (bytes && !is_device_range(p, bytes)) {
+            fail(cudaErrorIllegalAddress, "emulator: a queued memset into freed memory");
+            return;
+        }
+        std::memset(p, value, bytes);
+    }));
+}
+
+cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height,
+                              cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (width > pitch) return note(cudaErrorInvalidValue);
+    const size_t span = height ? (height - 1) * pitch + width : 0;
+    if (span && !is_device_range(p, span)) return note(cudaErrorInvalidValue);
+    return note(enqueue(s, [p, pitch, value, width, height, span] {
+        if (span && !is_device_range(p, span)) {
+            fail(cudaErrorIllegalAddress, "emulator: a queued 2D memset into freed memory");
+            return;
+        }
+        for (size_t r = 0; r < height; ++r)
+            std::memset(static_cast<char*>(p) + r * pitch, value, width);
+    }));
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+    CBL_EMU_ENTER();
+    if (!s || (flags & ~cudaStreamNonBlocking)) return note(cudaErrorInvalidValue);
+    *s = new CUstream_st;
+    state().streams.insert(*s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (!s || !state().streams.count(s)) return note(cudaErrorInvalidResourceHandle);
+    run_all(s);  // queued work still completes (the documented behaviour)
+    state().streams.erase(s);
+    for (CUevent_st* e : state().events) {
+        if (e->stream == s) e->stream = nullptr;  // complete: its stream ran everything
+    }
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
+    run_all(resolve(s));
+    return note(sticky_error());
+}
+
+// Reports "not ready" while work is queued, running one op per query so a polling loop makes
+// progress.
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
+    CUstream_st* st = resolve(s);
+    if (st->queue.empty()) return cudaSuccess;
+    run_until(st, st->executed + 1);
+    if (sticky_error() != cudaSuccess) return note(sticky_error());
+    return st->queue.empty() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    CBL_EMU_ENTER();
+    if (!e || !state().events.count(e) || flags != 0) return note(cudaErrorInvalidResourceHandle);
+    if (!e->stream) return note(enqueue(s, [] {}));  // never recorded: nothing to wait for
+    // The wait is on the event's latest record at the time of this call.
+    CUstream_st* on = e->stream;
+    const uint64_t position = e->position;
+    return note(enqueue(s, [on, position] {
+        if (state().streams.count(on) || on == &state().legacy) run_until(on, position);
+    }));
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+    CBL_EMU_ENTER();
+    if (!e || (flags & ~cudaEventDisableTiming)) return note(cudaErrorInvalidValue);
+    *e = new CUevent_st;
+    state().events.insert(*e);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (!e || !state().events.erase(e)) return note(cudaErrorInvalidResourceHandle);
+    delete e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (!e || !state().events.count(e) || !valid_stream(s)) {
+        return note(cudaErrorInvalidResourceHandle);
+    }
+    e->stream = resolve(s);
+    e->position = e->stream->enqueued;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    CBL_EMU_ENTER();
+    if (!e || !state().events.count(e)) return note(cudaErrorInvalidResourceHandle);
+    if (e->stream) run_until(e->stream, e->position);
+    return note(sticky_error());
+}
