@@ -73,6 +73,18 @@ if [[ -n $nvcc_bin ]]; then
     -DCBL_GTEST_SOURCE_DIR=/usr/src/googletest/googletest >/dev/null
 fi
 
+# ---- The CUDA backend on the CUDA emulator (tests/cuda-emulator), on every machine: the same ----
+# sources built by g++ against an emulated CUDA runtime and cuBLASLt that run the kernels on the
+# host, thread by thread, with stream work deferred until the host waits for it. The GPU tests
+# (test_backend_ops, test_cuda_model) then run for real, without a GPU; test_cuda_emulator checks
+# the emulator itself. About 10 minutes on 2 cores (most of it test_cuda_model).
+phase "build (CUDA backend on the CUDA emulator, build-emu/: engine + GPU tests)"
+BUILD_DIR=build-emu bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
+  -DCBL_MIMALLOC=OFF -- test_cuda_emulator test_backend_ops test_cuda_model
+phase "ctest (the GPU tests on the CUDA emulator)"
+ctest --test-dir build-emu --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
+  -R '^(test_cuda_emulator|test_backend_ops|test_cuda_model)$'
+
 # ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----
 # They link build/libcacheblend.so; CBL_BUILD_DIR and CBL_INCLUDE_DIR tell their build scripts where.
 root=$PWD

@@ -8,8 +8,10 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "emulator-internal.h"
 
@@ -92,6 +94,11 @@ const allocation* find_allocation(const void* p) {
     --it;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     return a < it->first + it->second.bytes || (a == it->first) ? &it->second : nullptr;
+}
+
+bool is_pinned(const void* p) {
+    const allocation* a = find_allocation(p);
+    return a && !a->device;
 }
 
 bool touches_device(const void* p, size_t bytes) {
@@ -345,20 +352,33 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     return note(sticky_error());
 }
 
+// As the CUDA runtime documents it: from pageable host memory the bytes are taken at the call
+// (the source may be reused on return), into pageable host memory the call returns when the copy
+// is done (after the stream's earlier work); with pinned host memory the copy runs when the stream
+// reaches it, so that memory must stay untouched until then.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s) {
     CBL_EMU_ENTER();
     if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess) return note(e);
+    if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
     if (bytes == 0) return cudaSuccess;
-    return note(enqueue(s, [dst, src, bytes, kind] {
+    std::shared_ptr<std::vector<unsigned char>> staged;
+    if (kind == cudaMemcpyHostToDevice && !is_pinned(src)) {
+        const auto* p = static_cast<const unsigned char*>(src);
+        staged = std::make_shared<std::vector<unsigned char>>(p, p + bytes);
+    }
+    const cudaError_t e = enqueue(s, [dst, src, bytes, kind, staged] {
         // The memory must still be there when the copy runs, not only when it was queued.
         if (check_copy(dst, src, bytes, kind) != cudaSuccess) {
             fail(cudaErrorIllegalAddress, "emulator: a queued copy of " + std::to_string(bytes) +
                                               " bytes touches memory freed before it ran");
             return;
         }
-        std::memmove(dst, src, bytes);
-    }));
+        std::memmove(dst, staged ? staged->data() : src, bytes);
+    });
+    if (e != cudaSuccess) return note(e);
+    if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) run_all(resolve(s));
+    return note(sticky_error());
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {

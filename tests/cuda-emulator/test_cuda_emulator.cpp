@@ -151,16 +151,16 @@ TEST(CudaEmulator, StreamWorkRunsWhenTheHostWaitsForIt) {
     ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking), cudaSuccess);
     int* pinned = nullptr;
-    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 64 * sizeof(int), 0), cudaSuccess);
+    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 128 * sizeof(int), 0), cudaSuccess);
     device_array<int> d(64);
     for (int i = 0; i < 64; ++i) pinned[i] = i;
     ASSERT_EQ(cudaMemcpyAsync(d.p, pinned, 64 * sizeof(int), cudaMemcpyHostToDevice, s),
               cudaSuccess);
     for (int i = 0; i < 64; ++i) pinned[i] = -1;  // refilled before the copy ran: the copy sees it
     LAUNCH(1, 64, s, add_one_kernel)(d.p, 64);
-    int back[64];
-    std::memset(back, 0x55, sizeof back);
-    ASSERT_EQ(cudaMemcpyAsync(back, d.p, sizeof back, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    int* back = pinned + 64;  // pinned: the copy into it runs when s does
+    std::memset(back, 0x55, 64 * sizeof(int));
+    ASSERT_EQ(cudaMemcpyAsync(back, d.p, 64 * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
     EXPECT_EQ(back[3], 0x55555555);  // not yet: nothing waited
     EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
 
@@ -178,6 +178,23 @@ TEST(CudaEmulator, StreamWorkRunsWhenTheHostWaitsForIt) {
     EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
     EXPECT_EQ(cudaStreamDestroy(t), cudaSuccess);
+}
+
+// Pageable host memory: CUDA takes an upload's bytes at the call and finishes a download before
+// the call returns, so the host may reuse or read that memory at once.
+TEST(CudaEmulator, CopiesWithPageableMemoryCompleteTheirHostSideAtTheCall) {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_array<int> d(8);
+    std::vector<int> host(8, 4);
+    ASSERT_EQ(cudaMemcpyAsync(d.p, host.data(), 8 * sizeof(int), cudaMemcpyHostToDevice, s),
+              cudaSuccess);
+    std::fill(host.begin(), host.end(), 9);  // reused at once: the copy took 4s
+    LAUNCH(1, 8, s, add_one_kernel)(d.p, 8);
+    ASSERT_EQ(cudaMemcpyAsync(host.data(), d.p, 8 * sizeof(int), cudaMemcpyDeviceToHost, s),
+              cudaSuccess);
+    EXPECT_EQ(host[7], 5);  // done on return, after the stream's kernel
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 TEST(CudaEmulator, CopiesMustTouchTheMemoryTheirDirectionNames) {

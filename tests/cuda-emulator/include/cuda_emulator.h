@@ -8,9 +8,10 @@
 //   thread of the block, __shfl_xor_sync() for every lane its mask names (an exited lane named in
 //   the mask, or a barrier some threads never reach, is a launch failure, not a hang);
 // - work queued on a stream runs only when the host waits for it (a stream or event sync, a
-//   synchronous copy, a free), in stream order, across streams only through events: a host that
-//   reads a result, or refills a pinned buffer, before it waited sees stale data, as on a GPU
-//   that has not finished;
+//   synchronous copy, a copy into pageable memory, a free), in stream order, across streams only
+//   through events: a host that reads a result, or refills a pinned buffer, before it waited sees
+//   stale data, as on a GPU that has not finished (copies from pageable memory take their bytes
+//   at the call, as CUDA's do);
 // - copies check their direction against the allocations they touch; cuBLASLt checks its layouts
 //   and the alignments its algorithm was chosen for.
 // It does not model timing, memory coherence beyond that, or device-side numerics (kernels use the
