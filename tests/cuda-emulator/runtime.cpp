@@ -3,6 +3,7 @@
 // filled with 0xff (NaN in f32 and f16) when allocated, as a GPU's memory is not zeroed.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +41,7 @@ struct allocation {
 
 struct device_state {
     CUstream_st legacy;
-    std::set<CUstream_st*> streams;
+    std::vector<CUstream_st*> streams;  // in creation order
     std::set<CUevent_st*> events;
     std::map<uintptr_t, allocation> allocations;  // by the address handed out
     int current_device = 0;
@@ -57,7 +58,12 @@ thread_local cudaError_t t_last_error = cudaSuccess;
 
 CUstream_st* resolve(cudaStream_t s) { return s ? s : &state().legacy; }
 
-bool valid_stream(cudaStream_t s) { return !s || state().streams.count(s) != 0; }
+bool live(const CUstream_st* s) {
+    const auto& v = state().streams;
+    return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+bool valid_stream(cudaStream_t s) { return !s || live(s); }
 
 // Runs s's queued ops until `position` of them have left the queue. After a device failure the
 // rest is dropped, as a faulted context runs nothing more.
@@ -75,15 +81,38 @@ void run_all(CUstream_st* s) { run_until(s, s->enqueued); }
 void run_device() {
     device_state& d = state();
     bool again = true;
-    while (again) {  // ops may queue nothing new, but a wait on one stream runs another's
+    while (again) {  // a stream's wait on another runs that one too; loop until all are empty
         again = false;
         run_all(&d.legacy);
-        for (CUstream_st* s : d.streams) {
-            if (!s->queue.empty()) {
-                run_all(s);
+        for (size_t i = 0; i < d.streams.size(); ++i) {
+            if (!d.streams[i]->queue.empty()) {
+                run_all(d.streams[i]);
                 again = true;
             }
         }
+    }
+}
+
+// CBL_CUDA_EMULATOR_ORDER=others-first: when the host waits for a stream (or an event on it),
+// every other stream runs first, in creation order, then the one waited for. The default (lazy)
+// runs only what the host waits for, so a host that reuses memory before its copy ran sees it;
+// others-first runs a consumer before the producer it forgot to wait for (compute that reads an
+// upload without waiting for the copy's event), which lazy misses when the host waits for the
+// producer first. Both are schedules a GPU may run.
+bool others_first() {
+    static const bool e = [] {
+        const char* v = std::getenv("CBL_CUDA_EMULATOR_ORDER");
+        return v && std::strcmp(v, "others-first") == 0;
+    }();
+    return e;
+}
+
+void host_waits_for(CUstream_st* target) {
+    if (!others_first()) return;
+    device_state& d = state();
+    if (target != &d.legacy) run_all(&d.legacy);
+    for (size_t i = 0; i < d.streams.size(); ++i) {
+        if (d.streams[i] != target) run_all(d.streams[i]);
     }
 }
 
@@ -347,6 +376,7 @@ cudaError_t cudaFreeHost(void* p) {
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     CBL_EMU_ENTER();
     if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess) return note(e);
+    host_waits_for(&state().legacy);
     run_all(&state().legacy);  // ordered after the legacy stream's work, not the others'
     if (bytes) std::memmove(dst, src, bytes);
     return note(sticky_error());
@@ -377,7 +407,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
         std::memmove(dst, staged ? staged->data() : src, bytes);
     });
     if (e != cudaSuccess) return note(e);
-    if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) run_all(resolve(s));
+    if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) {
+        host_waits_for(resolve(s));
+        run_all(resolve(s));
+    }
     return note(sticky_error());
 }
 
@@ -413,15 +446,16 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
     CBL_EMU_ENTER();
     if (!s || (flags & ~cudaStreamNonBlocking)) return note(cudaErrorInvalidValue);
     *s = new CUstream_st;
-    state().streams.insert(*s);
+    state().streams.push_back(*s);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     std::lock_guard<std::recursive_mutex> lock(device_mutex());
-    if (!s || !state().streams.count(s)) return note(cudaErrorInvalidResourceHandle);
+    if (!s || !live(s)) return note(cudaErrorInvalidResourceHandle);
     run_all(s);  // queued work still completes (the documented behaviour)
-    state().streams.erase(s);
+    auto& v = state().streams;
+    v.erase(std::find(v.begin(), v.end(), s));
     for (CUevent_st* e : state().events) {
         if (e->stream == s) e->stream = nullptr;  // complete: its stream ran everything
     }
@@ -432,6 +466,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     CBL_EMU_ENTER();
     if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
+    host_waits_for(resolve(s));
     run_all(resolve(s));
     return note(sticky_error());
 }
@@ -456,7 +491,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     CUstream_st* on = e->stream;
     const uint64_t position = e->position;
     return note(enqueue(s, [on, position] {
-        if (state().streams.count(on) || on == &state().legacy) run_until(on, position);
+        if (live(on) || on == &state().legacy) run_until(on, position);
     }));
 }
 
@@ -488,6 +523,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     CBL_EMU_ENTER();
     if (!e || !state().events.count(e)) return note(cudaErrorInvalidResourceHandle);
-    if (e->stream) run_until(e->stream, e->position);
+    if (e->stream) {
+        host_waits_for(e->stream);
+        run_until(e->stream, e->position);
+    }
     return note(sticky_error());
 }
