@@ -30,6 +30,9 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> op);
 // Whether [p, p + bytes) lies inside one live device allocation.
 bool is_device_range(const void* p, size_t bytes);
 
+// CBL_CUDA_EMULATOR_ORDER=reverse: the adversarial schedule (runtime.cpp says what it runs first).
+bool reverse_order();
+
 // Checks the guard bytes around every live device allocation; a damaged one fails the device,
 // blaming `after` (the kernel or cuBLASLt call that just ran).
 void check_guards(const char* after);

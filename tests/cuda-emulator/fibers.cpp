@@ -171,10 +171,12 @@ bool run_block(block_run& r) {
     block_run* outer = t_run;
     const thread_coords outer_coords = t_coords;
     t_run = &r;
+    const bool reverse = reverse_order();
     bool ok = true;
     while (r.live > 0) {
         bool progressed = false;
-        for (int i = 0; i < r.threads && r.error.empty(); ++i) {
+        for (int k = 0; k < r.threads && r.error.empty(); ++k) {
+            const int i = reverse ? r.threads - 1 - k : k;
             fiber& f = r.fibers[i];
             if (f.state == fiber_state::done) continue;
             if (f.state == fiber_state::waiting) {
@@ -213,17 +215,16 @@ void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void(
     r.lanes.resize(2 * size_t(r.threads));
     r.coords.block_dim = block;
     r.coords.grid_dim = grid;
-    for (unsigned z = 0; z < grid.z; ++z) {
-        for (unsigned y = 0; y < grid.y; ++y) {
-            for (unsigned x = 0; x < grid.x; ++x) {
-                r.coords.block_idx = dim3(x, y, z);
-                if (!run_block(r)) {
-                    fail(cudaErrorLaunchFailure, std::string("emulator: kernel ") + name +
-                                                     ", block " + block_name(r.coords.block_idx) +
-                                                     ": " + r.error);
-                    return;
-                }
-            }
+    const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+    const bool reverse = reverse_order();
+    for (uint64_t k = 0; k < blocks; ++k) {
+        const uint64_t b = reverse ? blocks - 1 - k : k;
+        r.coords.block_idx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y),
+                                  unsigned(b / (uint64_t(grid.x) * grid.y)));
+        if (!run_block(r)) {
+            fail(cudaErrorLaunchFailure, std::string("emulator: kernel ") + name + ", block " +
+                                             block_name(r.coords.block_idx) + ": " + r.error);
+            return;
         }
     }
     check_guards((std::string("kernel ") + name).c_str());

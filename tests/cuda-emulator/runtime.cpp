@@ -93,22 +93,27 @@ void run_device() {
     }
 }
 
-// CBL_CUDA_EMULATOR_ORDER=others-first: when the host waits for a stream (or an event on it),
-// every other stream runs first, in creation order, then the one waited for. The default (lazy)
-// runs only what the host waits for, so a host that reuses memory before its copy ran sees it;
-// others-first runs a consumer before the producer it forgot to wait for (compute that reads an
-// upload without waiting for the copy's event), which lazy misses when the host waits for the
-// producer first. Both are schedules a GPU may run.
-bool others_first() {
+}  // namespace
+
+// CBL_CUDA_EMULATOR_ORDER=reverse, the adversarial schedule. When the host waits for a stream (or
+// an event on it), every other stream runs first, in creation order, then the one waited for; a
+// grid's blocks and a block's threads run last to first. The default (lazy, in order) runs only
+// what the host waits for, so a host that reuses memory before its copy ran sees it; reverse runs
+// a consumer before the producer it forgot to wait for (compute that reads an upload without the
+// copy's event), which lazy misses when the host waits for the producer first, and swaps which
+// side of an unsynchronized pair of blocks or threads goes first. All are schedules a GPU may run.
+bool reverse_order() {
     static const bool e = [] {
         const char* v = std::getenv("CBL_CUDA_EMULATOR_ORDER");
-        return v && std::strcmp(v, "others-first") == 0;
+        return v && std::strcmp(v, "reverse") == 0;
     }();
     return e;
 }
 
+namespace {
+
 void host_waits_for(CUstream_st* target) {
-    if (!others_first()) return;
+    if (!reverse_order()) return;
     device_state& d = state();
     if (target != &d.legacy) run_all(&d.legacy);
     for (size_t i = 0; i < d.streams.size(); ++i) {
