@@ -53,16 +53,19 @@ enum class fiber_state { ready, waiting, done };
 
 struct barrier {
     int arrived = 0;
-    uint64_t generation = 0;
+    uint64_t generation = 0;  // completed rounds (the shuffle slots alternate with it)
+    std::vector<int> waiters;
 };
 
 struct fiber {
     void* sp = nullptr;
     fiber_state state = fiber_state::ready;
-    const barrier* waits_on = nullptr;
-    uint64_t generation = 0;
 };
 
+// One block's run: fibers that can run wait in `ready` (a ring of thread indices); a barrier
+// holds its waiters until the last arrives and puts them back in arrival order. A fiber that
+// waits or exits switches straight to the next ready one; the scheduler's own context is
+// resumed only when none is left: the block finished, failed, or deadlocked.
 struct block_run {
     const std::function<void()>* body = nullptr;
     thread_coords coords;
@@ -71,10 +74,23 @@ struct block_run {
     int current = 0;
     void* scheduler_sp = nullptr;
     std::vector<fiber> fibers;
+    std::vector<int> ready;  // ring buffer of thread indices, capacity threads
+    size_t head = 0, count = 0;
     barrier block_barrier;
     std::vector<barrier> warp_barriers;
     std::vector<uint64_t> lanes;  // two shuffle slots per thread
     std::string error;
+
+    void push(int i) {
+        ready[(head + count) % ready.size()] = i;
+        ++count;
+    }
+    int pop() {
+        const int i = ready[head];
+        head = (head + 1) % ready.size();
+        --count;
+        return i;
+    }
 };
 
 thread_local block_run* t_run = nullptr;
@@ -101,28 +117,45 @@ thread_local stack_pool t_stacks;
 
 void set_coords(block_run& r, int i) {
     const unsigned bx = r.coords.block_dim.x, by = r.coords.block_dim.y;
-    t_coords = r.coords;
+    r.current = i;
     t_coords.thread_idx = dim3(unsigned(i) % bx, (unsigned(i) / bx) % by, unsigned(i) / (bx * by));
 }
 
-void yield_to_scheduler() {
+// Leaves the running fiber (its context saved into *save) for the next ready one, or for the
+// scheduler when none is ready or the block has failed.
+void switch_away(void** save) {
     block_run& r = *t_run;
-    cbl_emu_switch(&r.fibers[r.current].sp, r.scheduler_sp);
+    if (r.count == 0 || !r.error.empty()) {
+        cbl_emu_switch(save, r.scheduler_sp);
+        return;
+    }
+    const int next = r.pop();
+    set_coords(r, next);
+    cbl_emu_switch(save, r.fibers[size_t(next)].sp);
+}
+
+void release(block_run& r, barrier& b) {
+    for (int w : b.waiters) {
+        r.fibers[size_t(w)].state = fiber_state::ready;
+        r.push(w);
+    }
+    b.waiters.clear();
+    b.arrived = 0;
+    ++b.generation;
 }
 
 // Waits until `b` has `expected` arrivals (the last to arrive goes on at once).
 void arrive_and_wait(barrier& b, int expected) {
     block_run& r = *t_run;
     if (++b.arrived >= expected) {
-        b.arrived = 0;
-        ++b.generation;
+        release(r, b);
         return;
     }
-    fiber& f = r.fibers[r.current];
-    f.state = fiber_state::waiting;
-    f.waits_on = &b;
-    f.generation = b.generation;
-    yield_to_scheduler();
+    const int self = r.current;
+    r.fibers[size_t(self)].state = fiber_state::waiting;
+    b.waiters.push_back(self);
+    switch_away(&r.fibers[size_t(self)].sp);
+    set_coords(r, self);  // resumed: by a fiber or the scheduler that picked this one
 }
 
 extern "C" [[noreturn]] void cbl_emu_fiber_main() {
@@ -132,14 +165,13 @@ extern "C" [[noreturn]] void cbl_emu_fiber_main() {
     } catch (...) {
         if (r.error.empty()) r.error = "a thread threw a C++ exception";
     }
-    r.fibers[r.current].state = fiber_state::done;
+    r.fibers[size_t(r.current)].state = fiber_state::done;
     // An exited thread no longer holds back __syncthreads (as on the hardware).
     if (--r.live > 0 && r.block_barrier.arrived > 0 && r.block_barrier.arrived >= r.live) {
-        r.block_barrier.arrived = 0;
-        ++r.block_barrier.generation;
+        release(r, r.block_barrier);
     }
     void* unused;
-    cbl_emu_switch(&unused, r.scheduler_sp);
+    switch_away(&unused);
     __builtin_unreachable();
 }
 
@@ -156,54 +188,35 @@ std::string block_name(const dim3& b) {
 }
 
 // Runs one block to completion; false (and r.error) when it fails.
-bool run_block(block_run& r) {
+bool run_block(block_run& r, bool reverse) {
     r.live = r.threads;
     r.block_barrier = barrier{};
     for (barrier& b : r.warp_barriers) b = barrier{};
-    for (int i = 0; i < r.threads; ++i) {
+    r.head = r.count = 0;
+    for (int k = 0; k < r.threads; ++k) {
+        const int i = reverse ? r.threads - 1 - k : k;
         unsigned char* top = t_stacks.top(size_t(i));
         if (!top) {
             r.error = "no memory for the block's thread stacks";
             return false;
         }
-        r.fibers[i] = fiber{initial_sp(top), fiber_state::ready, nullptr, 0};
+        r.fibers[size_t(i)] = fiber{initial_sp(top), fiber_state::ready};
+        r.push(i);
     }
     block_run* outer = t_run;
     const thread_coords outer_coords = t_coords;
     t_run = &r;
-    const bool reverse = reverse_order();
-    bool ok = true;
-    while (r.live > 0) {
-        bool progressed = false;
-        for (int k = 0; k < r.threads && r.error.empty(); ++k) {
-            const int i = reverse ? r.threads - 1 - k : k;
-            fiber& f = r.fibers[i];
-            if (f.state == fiber_state::done) continue;
-            if (f.state == fiber_state::waiting) {
-                if (f.waits_on->generation == f.generation) continue;
-                f.state = fiber_state::ready;
-            }
-            r.current = i;
-            set_coords(r, i);
-            cbl_emu_switch(&r.scheduler_sp, f.sp);
-            progressed = true;
-        }
-        if (!r.error.empty()) {
-            ok = false;
-            break;
-        }
-        if (!progressed) {
-            int waiting = 0;
-            for (const fiber& f : r.fibers) waiting += f.state == fiber_state::waiting;
-            r.error = std::to_string(waiting) + " of " + std::to_string(r.threads) +
-                      " threads wait at a barrier or shuffle the others never reach";
-            ok = false;
-            break;
-        }
-    }
+    t_coords = r.coords;
+    switch_away(&r.scheduler_sp);  // back here when no fiber is ready
     t_run = outer;
     t_coords = outer_coords;
-    return ok;
+    if (!r.error.empty()) return false;
+    if (r.live > 0) {
+        r.error = std::to_string(r.live) + " of " + std::to_string(r.threads) +
+                  " threads wait at a barrier or shuffle the others never reach";
+        return false;
+    }
+    return true;
 }
 
 void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void()>& body) {
@@ -211,6 +224,7 @@ void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void(
     r.body = &body;
     r.threads = int(block.x * block.y * block.z);
     r.fibers.resize(size_t(r.threads));
+    r.ready.resize(size_t(r.threads));
     r.warp_barriers.resize(size_t((r.threads + 31) / 32));
     r.lanes.resize(2 * size_t(r.threads));
     r.coords.block_dim = block;
@@ -221,7 +235,7 @@ void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void(
         const uint64_t b = reverse ? blocks - 1 - k : k;
         r.coords.block_idx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y),
                                   unsigned(b / (uint64_t(grid.x) * grid.y)));
-        if (!run_block(r)) {
+        if (!run_block(r, reverse)) {
             fail(cudaErrorLaunchFailure, std::string("emulator: kernel ") + name + ", block " +
                                              block_name(r.coords.block_idx) + ": " + r.error);
             return;
@@ -256,7 +270,8 @@ void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int l
         r.error =
             "a shuffle whose mask leaves out its own or its source lane, or names a lane "
             "the block does not have";
-        yield_to_scheduler();  // the scheduler stops the block
+        switch_away(
+            &r.fibers[size_t(self)].sp);  // with an error set: to the scheduler, which stops
     }
     const int expected = __builtin_popcount(mask);
     // Two slot sets used in turn: one barrier per shuffle suffices, since a lane can only write
