@@ -77,12 +77,18 @@ fi
 # sources built by g++ against an emulated CUDA runtime and cuBLASLt that run the kernels on the
 # host, thread by thread, with stream work deferred until the host waits for it. The GPU tests
 # (test_backend_ops, test_cuda_model) then run for real, without a GPU; test_cuda_emulator checks
-# the emulator itself. About 10 minutes on 2 cores (most of it test_cuda_model).
+# the emulator itself. About 12 minutes on 2 cores (most of it test_cuda_model).
+# test_cuda_model runs SmolLM2-135M and Qwen2.5-Coder-0.5B cut to 2 layers and 4096 vocabulary
+# rows (its K-quant and q5_0 weights, QKV biases and grouped KV heads in a whole model; the full
+# model through the emulator would take most of an hour).
 phase "build (CUDA backend on the CUDA emulator, build-emu/: engine + GPU tests)"
 BUILD_DIR=build-emu bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
-  -DCBL_MIMALLOC=OFF -- test_cuda_emulator test_backend_ops test_cuda_model
+  -DCBL_MIMALLOC=OFF -- test_cuda_emulator test_backend_ops test_cuda_model cbl-gguf-reshape
+emu_qwen=build-emu/qwen2.5-coder-0.5b.2-layers.gguf
+build-emu/bin/cbl-gguf-reshape "$qwen_model" "$emu_qwen" --layers 2 --vocab 4096 >/dev/null
 phase "ctest (the GPU tests on the CUDA emulator)"
-ctest --test-dir build-emu --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
+CBL_GPU_MODELS="$model:$PWD/$emu_qwen" ctest --test-dir build-emu --output-on-failure \
+  --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
   -R '^(test_cuda_emulator|test_backend_ops|test_backend_ops_reverse|test_cuda_model)$'
 
 # ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----

@@ -11,7 +11,7 @@
 //
 // Tolerances: the GPU multiplies f16-staged weights in f32 (cuBLASLt) where the CPU runs int8
 // dot products on quantized activations, so logits differ slightly (normalized squared error
-// below 2e-3) and a greedy step may pick another token where the CPU's best two are within
+// below 5e-3, k_nmse_logits) and a greedy step may pick another token where the CPU's best two are within
 // near_tie() of each other; decoding is compared up to the first such step.
 #include <gtest/gtest.h>
 
@@ -40,7 +40,12 @@ using namespace cacheblend;
 
 namespace {
 
-constexpr double k_nmse_logits = 2e-3;
+// The CPU's own int8 activations set the scale: on the CUDA emulator (the device's kernels and
+// f32 activations, run on the host) Qwen2.5-Coder-1.5B's logits are 1.4e-3 from the CPU's at the
+// first token and up to 2.1e-3 while decoding, all 24 greedy tokens identical; SmolLM2 1.1e-4.
+// A wrong index or scale is far above it (3e-2 and more).
+constexpr double k_nmse_logits = 5e-3;
+constexpr double k_nmse_blended = 2e-2;  // blended rows chosen apart near the cut add to it
 constexpr float k_near_tie = 0.05f;  // logit gap (nats) under which greedy may differ
 
 bool selftest() {
@@ -273,7 +278,7 @@ TEST_P(CudaModelTest, BlendedPrefillFollowsTheCpu) {
     std::printf(
         "[ model ] %s blended on %s: %.0f%% of the recomputed rows shared, logits NMSE %.2e\n",
         model_->name().c_str(), device_under_test().c_str(), 100 * agree, e);
-    EXPECT_LT(e, 10 * k_nmse_logits);
+    EXPECT_LT(e, k_nmse_blended);
     const token_id ta = argmax(ref), tb = argmax(got);
     if (ta != tb) EXPECT_LT(ref[size_t(ta)] - ref[size_t(tb)], near_tie(ref, got));
 }
