@@ -91,6 +91,15 @@ CBL_GPU_MODELS="$model:$PWD/$emu_qwen" ctest --test-dir build-emu --output-on-fa
   --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
   -R '^(test_cuda_emulator|test_backend_ops|test_backend_ops_reverse|test_cuda_model)$'
 
+# The same ops under AddressSanitizer and UBSan: the emulator's guard bytes are poisoned there, so
+# a kernel's read outside its allocations is reported as well as a write (about 8 minutes).
+phase "build (CUDA emulator under AddressSanitizer, build-emu-asan/)"
+BUILD_DIR=build-emu-asan bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
+  -DCBL_MIMALLOC=OFF -DCBL_SANITIZE=address,undefined -- test_cuda_emulator test_backend_ops
+phase "ctest (every CUDA op on the emulator under AddressSanitizer)"
+ctest --test-dir build-emu-asan --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
+  -R '^(test_cuda_emulator|test_backend_ops|test_backend_ops_reverse)$'
+
 # ---- Bindings: go test and cargo test run here once bindings/go and bindings/rust have them. ----
 # They link build/libcacheblend.so; CBL_BUILD_DIR and CBL_INCLUDE_DIR tell their build scripts where.
 root=$PWD

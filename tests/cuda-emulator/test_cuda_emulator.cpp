@@ -144,6 +144,25 @@ TEST(CudaEmulatorDeathTest, AKernelThatWouldHangOrFaultFailsTheDevice) {
         "write_past_end_kernel wrote outside a device allocation of 256 bytes|use-after-poison");
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+__global__ void read_past_end_kernel(const int* in, int n, int* out) { out[0] = in[n]; }
+#endif
+
+// Reads outside an allocation are AddressSanitizer's to find (the guards are poisoned there).
+TEST(CudaEmulatorDeathTest, AKernelReadingPastAnAllocationIsReportedUnderAddressSanitizer) {
+#if !defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "reads are checked in the AddressSanitizer build (build-emu-asan/)";
+#else
+    EXPECT_DEVICE_FAILS(
+        {
+            device_array<int> in(16);
+            device_array<int> out(1);
+            LAUNCH(1, 1, nullptr, read_past_end_kernel)(in.p, 16, out.p);
+        },
+        "use-after-poison");
+#endif
+}
+
 __global__ void add_one_kernel(int* p, int n) {
     const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) p[i] += 1;
