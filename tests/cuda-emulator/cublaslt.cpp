@@ -337,7 +337,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     const cudaError_t e = enqueue(stream, [job] {
         if (!is_device_range(job.pa, span_bytes(job.a)) ||
             !is_device_range(job.pb, span_bytes(job.b)) ||
-            !is_device_range(job.pd, span_bytes(job.d))) {
+            !is_device_range(job.pd, span_bytes(job.d)) ||
+            (job.beta != 0.f && !is_device_range(job.pc, span_bytes(job.c)))) {
             fail(cudaErrorIllegalAddress, "emulator: a queued cublasLtMatmul on freed memory");
             return;
         }

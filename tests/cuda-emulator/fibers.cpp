@@ -53,8 +53,17 @@ enum class fiber_state { ready, waiting, done };
 
 struct barrier {
     int arrived = 0;
-    uint64_t generation = 0;  // completed rounds (the shuffle slots alternate with it)
+    uint64_t generation = 0;  // completed rounds
     std::vector<int> waiters;
+    unsigned mask = 0;  // a warp's shuffle round: the lanes it names
+};
+
+// A lane's part in a shuffle round: its value, where its result goes, the lane it reads.
+struct shuffle_slot {
+    uint64_t value = 0;
+    void* out = nullptr;
+    size_t bytes = 0;
+    int src = 0;  // thread index
 };
 
 struct fiber {
@@ -78,7 +87,8 @@ struct block_run {
     size_t head = 0, count = 0;
     barrier block_barrier;
     std::vector<barrier> warp_barriers;
-    std::vector<uint64_t> lanes;  // two shuffle slots per thread
+    std::vector<unsigned> warp_live;  // per warp: lanes that exist and have not exited
+    std::vector<shuffle_slot> lanes;  // per thread
     std::string error;
 
     void push(int i) {
@@ -144,10 +154,31 @@ void release(block_run& r, barrier& b) {
     ++b.generation;
 }
 
-// Waits until `b` has `expected` arrivals (the last to arrive goes on at once).
-void arrive_and_wait(barrier& b, int expected) {
+// Completes a warp's shuffle round: every participant (the waiters, and `last` unless it is -1)
+// gets its source lane's value, which must be a participant too (not exited, named in the mask).
+void deliver(block_run& r, barrier& b, int last) {
+    unsigned in_round = 0;
+    for (int w : b.waiters) in_round |= 1u << (w & 31);
+    if (last >= 0) in_round |= 1u << (last & 31);
+    auto give = [&](int t) {
+        const shuffle_slot& me = r.lanes[size_t(t)];
+        if (!(in_round >> (me.src & 31) & 1u)) {
+            r.error = "a shuffle reads lane " + std::to_string(me.src & 31) +
+                      ", which has exited or is not in the mask";
+            return;
+        }
+        std::memcpy(me.out, &r.lanes[size_t(me.src)].value, me.bytes);
+    };
+    for (int w : b.waiters) give(w);
+    if (last >= 0) give(last);
+}
+
+// Waits until `b` has `expected` arrivals (the last to arrive goes on at once). A warp barrier
+// delivers its shuffle round before it releases the lanes.
+void arrive_and_wait(barrier& b, int expected, bool shuffle = false) {
     block_run& r = *t_run;
     if (++b.arrived >= expected) {
+        if (shuffle) deliver(r, b, r.current);
         release(r, b);
         return;
     }
@@ -168,10 +199,19 @@ extern "C" [[noreturn]] __attribute__((no_sanitize("address"))) void cbl_emu_fib
     } catch (...) {
         if (r.error.empty()) r.error = "a thread threw a C++ exception";
     }
-    r.fibers[size_t(r.current)].state = fiber_state::done;
-    // An exited thread no longer holds back __syncthreads (as on the hardware).
+    const int self = r.current;
+    r.fibers[size_t(self)].state = fiber_state::done;
+    // An exited thread no longer holds back __syncthreads (as on the hardware), nor a shuffle
+    // whose mask names it (a lane reading from it fails in deliver()).
     if (--r.live > 0 && r.block_barrier.arrived > 0 && r.block_barrier.arrived >= r.live) {
         release(r, r.block_barrier);
+    }
+    unsigned& alive = r.warp_live[size_t(self >> 5)];
+    alive &= ~(1u << (self & 31));
+    barrier& wb = r.warp_barriers[size_t(self >> 5)];
+    if (wb.arrived > 0 && wb.arrived >= __builtin_popcount(wb.mask & alive)) {
+        deliver(r, wb, -1);
+        release(r, wb);
     }
     void* unused;
     switch_away(&unused);
@@ -195,6 +235,10 @@ bool run_block(block_run& r, bool reverse) {
     r.live = r.threads;
     r.block_barrier = barrier{};
     for (barrier& b : r.warp_barriers) b = barrier{};
+    for (size_t w = 0; w < r.warp_live.size(); ++w) {
+        const int n = std::min(32, r.threads - int(w) * 32);
+        r.warp_live[w] = n == 32 ? ~0u : (1u << n) - 1;
+    }
     r.head = r.count = 0;
     for (int k = 0; k < r.threads; ++k) {
         const int i = reverse ? r.threads - 1 - k : k;
@@ -229,7 +273,8 @@ void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void(
     r.fibers.resize(size_t(r.threads));
     r.ready.resize(size_t(r.threads));
     r.warp_barriers.resize(size_t((r.threads + 31) / 32));
-    r.lanes.resize(2 * size_t(r.threads));
+    r.warp_live.resize(r.warp_barriers.size());
+    r.lanes.resize(size_t(r.threads));
     r.coords.block_dim = block;
     r.coords.grid_dim = grid;
     const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
@@ -263,27 +308,31 @@ void sync_threads() {
     arrive_and_wait(r.block_barrier, r.live);
 }
 
+// A shuffle round: every live lane the mask names arrives, then the last to arrive hands each
+// its source lane's value (so no slot is reused while a lane has yet to read it). One round at a
+// time per warp: lanes of one warp shuffling under different masks at once are not emulated.
 void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int lane_mask) {
     block_run& r = *t_run;
     const int self = r.current, lane = self & 31, warp = self >> 5;
-    const int src = lane ^ lane_mask;
-    const int warp_size = std::min(32, r.threads - warp * 32);
-    if (!(mask >> lane & 1u) || src < 0 || src >= 32 || !(mask >> src & 1u) ||
-        (warp_size < 32 && (mask >> warp_size) != 0)) {
-        r.error =
-            "a shuffle whose mask leaves out its own or its source lane, or names a lane "
-            "the block does not have";
+    int src = lane ^ lane_mask;
+    if (src < 0 || src >= 32) src = lane;  // a lane outside the warp's width: its own value
+    barrier& b = r.warp_barriers[size_t(warp)];
+    if (!(mask >> lane & 1u)) {
+        r.error = "a shuffle whose mask leaves out its own lane";
+    } else if (b.arrived > 0 && b.mask != mask) {
+        r.error = "shuffles under different masks at once in one warp (not emulated)";
+    }
+    if (!r.error.empty()) {
         switch_away(
             &r.fibers[size_t(self)].sp);  // with an error set: to the scheduler, which stops
     }
-    const int expected = __builtin_popcount(mask);
-    // Two slot sets used in turn: one barrier per shuffle suffices, since a lane can only write
-    // the set it reads from after every lane has passed the barrier of the shuffle in between.
-    barrier& b = r.warp_barriers[size_t(warp)];
-    uint64_t* slots = &r.lanes[size_t(b.generation & 1) * size_t(r.threads)];
-    std::memcpy(&slots[self], in, bytes);
-    arrive_and_wait(b, expected);  // every lane wrote
-    std::memcpy(out, &slots[warp * 32 + src], bytes);
+    b.mask = mask;
+    shuffle_slot& me = r.lanes[size_t(self)];
+    std::memcpy(&me.value, in, bytes);
+    me.out = out;
+    me.bytes = bytes;
+    me.src = warp * 32 + src;
+    arrive_and_wait(b, __builtin_popcount(mask & r.warp_live[size_t(warp)]), true);
 }
 
 void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream,

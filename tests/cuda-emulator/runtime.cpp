@@ -193,9 +193,7 @@ cudaError_t device_free(void* p, const char* how) {
     auto& m = state().allocations;
     auto it = m.find(reinterpret_cast<uintptr_t>(p));
     if (it == m.end() || !it->second.device) {
-        fail(cudaErrorInvalidDevicePointer,
-             std::string("emulator: ") + how + " of a pointer that is no device allocation");
-        return note(cudaErrorInvalidDevicePointer);
+        return note(cudaErrorInvalidValue);  // not sticky: the call fails, the device goes on
     }
     if (!guards_intact(it->first, it->second)) {
         fail(cudaErrorIllegalAddress, "emulator: a write outside a device allocation of " +
@@ -353,7 +351,8 @@ cudaError_t cudaFree(void* p) {
     CBL_EMU_ENTER();
     if (!p) return cudaSuccess;
     run_device();  // cudaFree waits for the device
-    return device_free(p, "cudaFree");
+    const cudaError_t e = device_free(p, "cudaFree");
+    return e != cudaSuccess ? e : note(sticky_error());  // damaged guards fail the call too
 }
 
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
@@ -369,7 +368,11 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
     if (!p) return cudaSuccess;
     const auto it = state().allocations.find(reinterpret_cast<uintptr_t>(p));
     if (it == state().allocations.end() || !it->second.device) return note(cudaErrorInvalidValue);
-    return note(enqueue(s, [p] { device_free(p, "cudaFreeAsync"); }));
+    return note(enqueue(s, [p] {
+        if (device_free(p, "cudaFreeAsync") != cudaSuccess) {
+            fail(cudaErrorIllegalAddress, "emulator: a queued free of memory freed before it ran");
+        }
+    }));
 }
 
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned flags) {

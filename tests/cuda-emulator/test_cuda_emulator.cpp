@@ -83,6 +83,42 @@ TEST(CudaEmulator, BarriersAndShufflesSynchronizeEveryThread) {
     }
 }
 
+// Lanes past n exit first; the rest shuffle under the full mask, then lanes 0-15 of each warp
+// under 0x0000ffff: exited lanes a mask names do not take part, and a round under one mask may
+// follow another under a different one.
+__global__ void masked_shuffles_kernel(int* out, int n) {
+    const int t = int(threadIdx.x);
+    if (t >= n) return;
+    int v = t;
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    if ((t & 31) < 16) {
+        v += __shfl_xor_sync(0x0000ffffu, v, 2);
+        v += __shfl_xor_sync(0x0000ffffu, v, 4);
+    }
+    out[t] = v;
+}
+
+TEST(CudaEmulator, ShufflesTakeTheLiveLanesTheirMasksName) {
+    const int threads = 48, n = 40;  // the second warp: 16 lanes, 8 of them live
+    device_array<int> out(threads);
+    LAUNCH(1, threads, nullptr, masked_shuffles_kernel)(out.p, n);
+    const std::vector<int> got = out.get();
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    auto round = [&](int x, bool low_half_only) {
+        std::vector<int> next = v;
+        for (int t = 0; t < n; ++t) {
+            if (!low_half_only || (t & 31) < 16) next[size_t(t)] = v[size_t(t)] + v[size_t(t ^ x)];
+        }
+        v = next;
+    };
+    round(1, false);
+    round(2, true);
+    round(4, true);
+    for (int t = 0; t < n; ++t) EXPECT_EQ(got[size_t(t)], v[size_t(t)]) << t;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 __global__ void coords_kernel(int* out) {
     const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);

@@ -5,8 +5,9 @@
 //
 // What it models faithfully enough to catch real bugs:
 // - a kernel's threads run as fibers, a block at a time; __syncthreads() waits for every live
-//   thread of the block, __shfl_xor_sync() for every lane its mask names (an exited lane named in
-//   the mask, or a barrier some threads never reach, is a launch failure, not a hang);
+//   thread of the block, __shfl_xor_sync() for every live lane its mask names, and the last to
+//   arrive hands each lane its source's value (a barrier some threads never reach, or a shuffle
+//   reading a lane that has exited, is a launch failure, not a hang);
 // - work queued on a stream runs only when the host waits for it (a stream or event sync, a
 //   synchronous copy, a copy into pageable memory, a free), in stream order, across streams only
 //   through events: a host that reads a result, or refills a pinned buffer, before it waited sees
@@ -14,8 +15,10 @@
 //   at the call, as CUDA's do);
 // - copies check their direction against the allocations they touch; cuBLASLt checks its layouts
 //   and the alignments its algorithm was chosen for.
-// It does not model timing, memory coherence beyond that, or device-side numerics (kernels use the
-// host paths of kernels/hd.h).
+// It does not model timing, memory coherence beyond that, device-side numerics (kernels use the
+// host paths of kernels/hd.h), preemption (a thread spinning on another's flag hangs), lanes of
+// one warp shuffling under different masks at once (refused), or fresh shared memory per block
+// (a block sees the previous block's values, where a GPU's would be arbitrary).
 #pragma once
 
 #include <cstddef>
