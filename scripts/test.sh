@@ -77,7 +77,7 @@ fi
 # sources built by g++ against an emulated CUDA runtime and cuBLASLt that run the kernels on the
 # host, thread by thread, with stream work deferred until the host waits for it. The GPU tests
 # (test_backend_ops, test_cuda_model) then run for real, without a GPU; test_cuda_emulator checks
-# the emulator itself. About 12 minutes on 2 cores (most of it test_cuda_model).
+# the emulator itself. About 7 minutes on 2 cores (most of it test_cuda_model).
 # test_cuda_model runs SmolLM2-135M and Qwen2.5-Coder-0.5B cut to 2 layers and 4096 vocabulary
 # rows (its K-quant and q5_0 weights, QKV biases and grouped KV heads in a whole model; the full
 # model through the emulator would take most of an hour).
@@ -92,7 +92,7 @@ CBL_GPU_MODELS="$model:$PWD/$emu_qwen" ctest --test-dir build-emu --output-on-fa
   -R '^(test_cuda_emulator|test_backend_ops|test_backend_ops_reverse|test_cuda_model_(blend|decode))$'
 
 # The same ops under AddressSanitizer and UBSan: the emulator's guard bytes are poisoned there, so
-# a kernel's read outside its allocations is reported as well as a write (about 8 minutes).
+# a kernel's read outside its allocations is reported as well as a write (about 4 minutes).
 phase "build (CUDA emulator under AddressSanitizer, build-emu-asan/)"
 BUILD_DIR=build-emu-asan bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
   -DCBL_MIMALLOC=OFF -DCBL_SANITIZE=address,undefined -- test_cuda_emulator test_backend_ops

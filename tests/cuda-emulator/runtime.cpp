@@ -134,23 +134,24 @@ void host_waits_for(CUstream_st* target) {
     }
 }
 
-const allocation* find_allocation(const void* p) {
+// The allocation holding p (its address handed out, and it), or null.
+const std::pair<const uintptr_t, allocation>* find_allocation(const void* p) {
     auto& m = state().allocations;
     auto it = m.upper_bound(reinterpret_cast<uintptr_t>(p));
     if (it == m.begin()) return nullptr;
     --it;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    return a < it->first + it->second.bytes || (a == it->first) ? &it->second : nullptr;
+    return a < it->first + it->second.bytes || (a == it->first) ? &*it : nullptr;
 }
 
 bool is_pinned(const void* p) {
-    const allocation* a = find_allocation(p);
-    return a && !a->device;
+    const auto* a = find_allocation(p);
+    return a && !a->second.device;
 }
 
 bool touches_device(const void* p, size_t bytes) {
-    const allocation* a = find_allocation(p);
-    if (a && a->device) return true;
+    const auto* a = find_allocation(p);
+    if (a && a->second.device) return true;
     // A host range that runs into a device allocation is as wrong as one inside it.
     auto& m = state().allocations;
     auto it = m.lower_bound(reinterpret_cast<uintptr_t>(p));
@@ -272,11 +273,9 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {
 }
 
 bool is_device_range(const void* p, size_t bytes) {
-    const allocation* a = find_allocation(p);
-    if (!a || !a->device) return false;
-    auto it = state().allocations.upper_bound(reinterpret_cast<uintptr_t>(p));
-    --it;
-    return reinterpret_cast<uintptr_t>(p) + bytes <= it->first + it->second.bytes;
+    const auto* a = find_allocation(p);
+    return a && a->second.device &&
+           reinterpret_cast<uintptr_t>(p) + bytes <= a->first + a->second.bytes;
 }
 
 void check_guards(const char* after) {
