@@ -71,8 +71,10 @@ public:
     virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
 
     // ---- blending (semantics as in kernels/cpu/blend-ops.h) ----
-    virtual void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n, int64_t ld_src,
-                             const int32_t* pos, int n_kv_head, int head_dim,
+    // k_type: dtype::f32 or dtype::f16 (the stored keys' own type, so f16 keys cross to a
+    // device without being widened); any other is kernel_status::invalid_arg.
+    virtual void relocate_kv(const void* k_src, dtype k_type, const uint16_t* v_src, int64_t n,
+                             int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
                              const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
                              int64_t ld_cache) = 0;
     virtual void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,

@@ -83,13 +83,14 @@ fi
 # model through the emulator would take most of an hour).
 phase "build (CUDA backend on the CUDA emulator, build-emu/: engine + GPU tests)"
 BUILD_DIR=build-emu bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
-  -DCBL_MIMALLOC=OFF -- test_cuda_emulator test_backend_ops test_cuda_model cbl-gguf-reshape
+  -DCBL_MIMALLOC=OFF -- test_cuda_emulator test_backend_ops test_cuda_model cbl-gguf-reshape \
+  cbl-engine-bench
 emu_qwen=build-emu/qwen2.5-coder-0.5b.2-layers.gguf
 build-emu/bin/cbl-gguf-reshape "$qwen_model" "$emu_qwen" --layers 2 --vocab 4096 >/dev/null
 phase "ctest (the GPU tests on the CUDA emulator)"
-CBL_GPU_MODELS="$model:$PWD/$emu_qwen" ctest --test-dir build-emu --output-on-failure \
-  --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
-  -R '^(test_cuda_emulator|test_backend_ops|test_backend_ops_reverse|test_cuda_model_(blend|decode))$'
+CBL_GPU_MODELS="$model:$PWD/$emu_qwen" CBL_ENGINE_BENCH_MODEL="$PWD/$emu_qwen" \
+  ctest --test-dir build-emu --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
+  -R '^(test_cuda_emulator|test_backend_ops|test_backend_ops_reverse|test_cuda_model_(blend|decode)|cbl_engine_bench_emulated)$'
 
 # The same ops under AddressSanitizer and UBSan: the emulator's guard bytes are poisoned there, so
 # a kernel's read outside its allocations is reported as well as a write (about 4 minutes).

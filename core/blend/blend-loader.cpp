@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/engine/host-staging.h"
+#include "core/util/error.h"
 
 namespace cacheblend {
 namespace {
@@ -18,7 +19,7 @@ double ms_since(clock_type::time_point t0) {
 }  // namespace
 
 // Beside a GPU: a 2300-token request on the 28-layer default model is ~65 MB of stored KV, which
-// one thread reads, checks and widens at ~4.5 GB/s (14 ms on this project's CPU); by estimate an
+// one thread reads, checks and copies at ~5 GB/s (13 ms on this project's CPU); by estimate an
 // H100 computes the blended layers in less (not yet measured: README, 'GPU check').
 constexpr int k_device_loader_threads = 8;
 
@@ -33,15 +34,20 @@ int loader_threads(const backend& be, int requested, size_t n_readers) {
 
 layer_loader::layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv_reader*> readers,
                            std::vector<int64_t> row_offset, int64_t n_rows, int64_t kv_dim,
-                           std::vector<int32_t> layers, int n_threads)
+                           dtype k_type, std::vector<int32_t> layers, int n_threads)
     : readers_(std::move(readers)),
       row_offset_(std::move(row_offset)),
       kv_dim_(kv_dim),
+      k_type_(k_type),
+      k_elem_bytes_(k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float)),
       layers_(std::move(layers)) {
+    if (k_type != dtype::f32 && k_type != dtype::f16)
+        throw error(status::invalid_arg, "layer_loader: K rows are f32 or f16");
     const auto elems = static_cast<size_t>(std::max<int64_t>(1, n_rows * kv_dim));
     for (int i = 0; i < 2; ++i) {
         // 64 bytes of slack past the rows, as aligned_array keeps, for vector loads at the end.
-        slots_[i].k = grow_buffer<float>(be, &mem->k[i], elems + 16, backend_buffer::memory::host);
+        slots_[i].k = grow_buffer<uint8_t>(be, &mem->k[i], elems * k_elem_bytes_ + 64,
+                                           backend_buffer::memory::host);
         slots_[i].v =
             grow_buffer<uint16_t>(be, &mem->v[i], elems + 32, backend_buffer::memory::host);
     }
@@ -72,14 +78,14 @@ void layer_loader::stop_threads() {
     helpers_.clear();
 }
 
-std::pair<const float*, const uint16_t*> layer_loader::acquire(int32_t layer, double* wait_ms) {
+kv_layer_rows layer_loader::acquire(int32_t layer, double* wait_ms) {
     const auto t0 = clock_type::now();
     std::unique_lock<std::mutex> lk(mu_);
     slot& s = slots_[static_cast<size_t>(layer) % 2];
     cv_.wait(lk, [&] { return failed_ || (s.layer == layer && s.ready); });
     *wait_ms += ms_since(t0);
     // A layer loaded before a later one failed is still good.
-    if (s.layer == layer && s.ready) return {s.k, s.v};
+    if (s.layer == layer && s.ready) return {s.k, k_type_, s.v};
     std::rethrow_exception(error_);
 }
 
@@ -165,7 +171,8 @@ void layer_loader::read_chunks(int32_t layer) {
         if (c >= readers_.size()) return;
         try {
             const int64_t off = row_offset_[c] * kv_dim_;
-            readers_[c]->read_layer(layer, s.k + off, s.v + off, kv_dim_);
+            readers_[c]->read_layer_as(layer, s.k + static_cast<size_t>(off) * k_elem_bytes_,
+                                       k_type_, s.v + off, kv_dim_);
         } catch (...) {
             std::lock_guard<std::mutex> lk(mu_);
             if (!failed_) {  // the first error is the one reported

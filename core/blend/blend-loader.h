@@ -2,8 +2,9 @@
 // buffer on its own thread, one layer ahead of compute, so reading the KV store overlaps the
 // forward pass (the paper's pipelining; see core/blend/blend.h). A layer's chunks may be read by
 // several threads at once (loader_threads()): on a GPU the forward pass leaves the host's cores
-// idle while reading, checking and widening stored KV on one core is slower than the device
-// computes the blended layers.
+// idle while reading and checking stored KV on one core is slower than the device computes the
+// blended layers. Keys come as the store format keeps them (kv-store.h, stored_k_type): f16 ones
+// are copied, not widened, so they cross to a device in two thirds of the bytes of f32 K + f16 V.
 #pragma once
 
 #include <atomic>
@@ -20,11 +21,19 @@
 
 namespace cacheblend {
 
-// The loader's two slots (K f32 and V f16 of one layer each), kept by the engine across requests
-// so they are allocated once: host memory of the session's backend (pinned on a GPU, so a loaded
-// layer is uploaded beside compute).
+// The loader's two slots (K and V of one layer each), kept by the engine across requests so they
+// are allocated once: host memory of the session's backend (pinned on a GPU, so a loaded layer is
+// uploaded beside compute).
 struct loader_memory {
     backend_buffer k[2], v[2];  // memory::host
+};
+
+// One loaded layer of the request's stored chunks: K (pre-RoPE) rows in k_type (f16 or f32, the
+// store format's stored_k_type) and V rows in f16, [n_rows][kv_dim] each.
+struct kv_layer_rows {
+    const void* k = nullptr;
+    dtype k_type = dtype::f32;
+    const uint16_t* v = nullptr;
 };
 
 // How many threads read a layer's chunks when the caller leaves it to us (requested <= 0): one
@@ -36,20 +45,21 @@ int loader_threads(const backend& be, int requested, size_t n_readers);
 class layer_loader {
 public:
     // readers[c] fills rows [row_offset[c], ...) of an [n_rows][kv_dim] buffer in *mem (grown on
-    // `be` as needed); `layers` are loaded in order (none: no thread starts). n_threads >= 1
-    // threads read each layer, taking its chunks one at a time (distinct readers are independent:
-    // kv-store.h).
+    // `be` as needed), K in k_type (every reader's format must give it: read_layer_as);
+    // `layers` are loaded in order (none: no thread starts). n_threads >= 1 threads read each
+    // layer, taking its chunks one at a time (distinct readers are independent: kv-store.h).
     layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv_reader*> readers,
-                 std::vector<int64_t> row_offset, int64_t n_rows, int64_t kv_dim,
+                 std::vector<int64_t> row_offset, int64_t n_rows, int64_t kv_dim, dtype k_type,
                  std::vector<int32_t> layers, int n_threads = 1);
     ~layer_loader();
     layer_loader(const layer_loader&) = delete;
     layer_loader& operator=(const layer_loader&) = delete;
 
-    // Blocks until `layer` is loaded; returns its K (f32) and V (f16) rows, [n_rows][kv_dim].
-    // Adds the time waited to *wait_ms. Rethrows a reader's error (see failed_reader()) for the
-    // layer it failed on and every layer after it.
-    std::pair<const float*, const uint16_t*> acquire(int32_t layer, double* wait_ms);
+    // Blocks until `layer` is loaded; returns its rows. Adds the time waited to *wait_ms.
+    // Rethrows a reader's error (see failed_reader()) for the layer it failed on and every layer
+    // after it.
+    kv_layer_rows acquire(int32_t layer, double* wait_ms);
+    dtype k_type() const { return k_type_; }
     // True when acquire(layer) would not wait (the layer is loaded, or loading failed).
     bool ready(int32_t layer);
     // The layer's slot may be refilled (with the layer two ahead).
@@ -60,7 +70,7 @@ public:
 
 private:
     struct slot {
-        float* k = nullptr;
+        uint8_t* k = nullptr;  // k_type_ elements
         uint16_t* v = nullptr;
         int32_t layer = -1;
         bool ready = false;
@@ -76,6 +86,8 @@ private:
     std::vector<chunk_kv_reader*> readers_;
     std::vector<int64_t> row_offset_;
     int64_t kv_dim_;
+    dtype k_type_;
+    size_t k_elem_bytes_;
     std::vector<int32_t> layers_;
     slot slots_[2];
     std::mutex mu_;

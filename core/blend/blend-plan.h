@@ -57,7 +57,7 @@ struct blend_engine::layer_state {
     std::vector<int32_t> keep;       // indices into active that a check layer keeps
     std::vector<uint8_t> is_active;  // per prompt row
     std::vector<int32_t> gpos;       // relocate: target rows
-    aligned_array<float> gk;         // relocate: gathered cached K (host backend)
+    aligned_array<float> gk;         // relocate: gathered cached K rows, f32 or f16 (host backend)
     aligned_array<uint16_t> gv;      // relocate: gathered cached V (host backend)
     std::vector<int32_t> gidx;       // relocate: rows of R to gather
     std::unique_ptr<device_layers> dev;  // stored layers on a device backend (else null)

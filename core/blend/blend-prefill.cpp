@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <tuple>
 
 #include "core/blend/blend-loader.h"
 #include "core/blend/blend-plan.h"
@@ -48,9 +47,9 @@ void lay_out(const blend_request& req, int32_t n_ctx, std::vector<token_id>* tok
 // The loaded layer's cached K and V; a stored chunk found corrupt or of an unknown format
 // while streaming becomes blend_chunk_failure (prefill() retries without it).
 // hit_readers[h] streams request chunk hit_chunks[h].
-std::pair<const float*, const uint16_t*> acquire_layer(
-    int32_t l, layer_loader& loader, const std::vector<chunk_kv_reader*>& hit_readers,
-    const std::vector<size_t>& hit_chunks, double* wait_ms);
+kv_layer_rows acquire_layer(int32_t l, layer_loader& loader,
+                            const std::vector<chunk_kv_reader*>& hit_readers,
+                            const std::vector<size_t>& hit_chunks, double* wait_ms);
 
 }  // namespace
 
@@ -70,12 +69,15 @@ const std::vector<float>& blend_engine::prefill_once(const blend_request& req,
     forward_engine& fwd = s_.engine(P.n);  // the session's engine: no second one for blending
     // Load: from here the loader thread reads stored layers while the layers below compute.
     backend& be = s_.get_backend();
+    // Keys as the format stores them (f16 ones are not widened on the host), so a device gets
+    // them in the fewest bytes; relocation rotates either type to the same bits.
+    const dtype k_type = stored_k_type(p_.format);
     layer_loader loader(be, &impl_->load_mem, P.hit_readers, P.hit_offset, P.n_reused(),
-                        hp.kv_dim(), P.load_layers,
+                        hp.kv_dim(), k_type, P.load_layers,
                         loader_threads(be, p_.load_threads, P.hit_readers.size()));
     if (!be.host_memory() && !P.load_layers.empty()) {
         L.dev = std::make_unique<device_layers>(be, &impl_->dev_mem, P.n_reused(), hp.kv_dim(),
-                                                [&](int32_t l) {
+                                                k_type, [&](int32_t l) {
                                                     return acquire_layer(l, loader, P.hit_readers,
                                                                          P.hit_chunks, &L.wait_ms);
                                                 });
@@ -230,12 +232,11 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     fwd.project_qkv(l, n_act);
     count_dense();
     const bool loaded = !P.load_layers.empty() && l >= P.load_layers.front();
-    const float* ck = nullptr;
-    const uint16_t* cv = nullptr;
+    kv_layer_rows cached;
     if (loaded && L->dev) {
-        std::tie(ck, cv) = L->dev->get(l);  // on the device: the check and relocate read it there
+        cached = L->dev->get(l);  // on the device: the check and relocate read it there
     } else if (loaded) {
-        std::tie(ck, cv) = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
+        cached = acquire_layer(l, loader, P.hit_readers, P.hit_chunks, &L->wait_ms);
     }
     const auto ci = std::find(p_.check_layers.begin(), p_.check_layers.end(), l);
     const bool is_check = P.blending && !P.select_early && ci != p_.check_layers.end();
@@ -247,8 +248,9 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         a.hit_offset = &P.hit_offset;
         a.fresh_k = fwd.k();
         a.fresh_v = fwd.v();
-        a.cached_k = ck;
-        a.cached_v = cv;
+        a.cached_k = cached.k;
+        a.cached_k_type = cached.k_type;
+        a.cached_v = cached.v;
         a.kv_dim = s_.get_model().hparams().kv_dim();
         a.n_reused = P.n_reused();
         a.ratio = P.check_ratio[static_cast<size_t>(ci - p_.check_layers.begin())];
@@ -262,7 +264,7 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
     count_dense();
     if (loaded) {
         const auto t_rel = clock_type::now();
-        relocate(l, P, ck, cv, L);
+        relocate(l, P, cached, L);
         L->relocate_ms += ms_between(t_rel, clock_type::now());
         if (L->dev) {
             // Layer l's reads are queued: the next layer crosses to the device during this
@@ -303,11 +305,10 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
 
 // Relocate: reused rows not computed at this layer take their stored KV, K rotated to their
 // position in this prompt (stored K is before RoPE, so a chunk is reusable at any offset). On a
-// host backend ck and cv are the loader's slot and the rows are gathered here; on a device they
-// are the layer's device copy (core/blend/device-layers.h) and the rows are gathered there, so
-// only their indices and positions cross from the host.
-void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uint16_t* cv,
-                            layer_state* L) {
+// host backend `cached` is the loader's slot and the rows are gathered here; on a device it is
+// the layer's device copy (core/blend/device-layers.h) and the rows are gathered there, so only
+// their indices and positions cross from the host.
+void blend_engine::relocate(int32_t l, const plan& P, const kv_layer_rows& cached, layer_state* L) {
     const model_hparams& hp = s_.get_model().hparams();
     const int64_t kd = hp.kv_dim(), NR = P.n_reused();
     kv_cache& cache = s_.cache();
@@ -324,33 +325,36 @@ void blend_engine::relocate(int32_t l, const plan& P, const float* ck, const uin
     if (L->gpos.empty()) return;
     backend& be = s_.get_backend();
     const size_t n = L->gpos.size(), kb = static_cast<size_t>(kd);
-    const float* gk = nullptr;
+    // A K row's bytes: f16 or f32 as stored.
+    const size_t k_row = kb * (cached.k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float));
+    const auto* ck = static_cast<const uint8_t*>(cached.k);
+    const void* gk = nullptr;
     const uint16_t* gv = nullptr;
     const int32_t* gpos = L->gpos.data();
     if (L->dev) {
-        float* dk = grow_buffer<float>(be, &impl_->gk_d, n * kb);
+        uint8_t* dk = grow_buffer<uint8_t>(be, &impl_->gk_d, n * k_row);
         uint16_t* dv = grow_buffer<uint16_t>(be, &impl_->gv_d, n * kb);
         const int32_t* idx = impl_->gidx_b.in(be, L->gidx.data(), n);
-        be.gather_rows(ck, kb * sizeof(float), idx, static_cast<int64_t>(n), kb * sizeof(float), dk,
-                       kb * sizeof(float));
-        be.gather_rows(cv, kb * sizeof(uint16_t), idx, static_cast<int64_t>(n),
+        be.gather_rows(ck, k_row, idx, static_cast<int64_t>(n), k_row, dk, k_row);
+        be.gather_rows(cached.v, kb * sizeof(uint16_t), idx, static_cast<int64_t>(n),
                        kb * sizeof(uint16_t), dv, kb * sizeof(uint16_t));
         gk = dk;
         gv = dv;
         gpos = impl_->gpos_b.in(be, L->gpos.data(), n);
     } else {
-        L->gk.resize(n * kb);
+        L->gk.resize((n * k_row + sizeof(float) - 1) / sizeof(float));  // k_row bytes per row
         L->gv.resize(n * kb);
+        auto* hk = reinterpret_cast<uint8_t*>(L->gk.data());
         for (size_t g = 0; g < n; ++g) {
             const auto r = static_cast<size_t>(L->gidx[g]);
-            std::memcpy(L->gk.data() + g * kb, ck + r * kb, kb * sizeof(float));
-            std::memcpy(L->gv.data() + g * kb, cv + r * kb, kb * sizeof(uint16_t));
+            std::memcpy(hk + g * k_row, ck + r * k_row, k_row);
+            std::memcpy(L->gv.data() + g * kb, cached.v + r * kb, kb * sizeof(uint16_t));
         }
         gk = L->gk.data();
         gv = L->gv.data();
     }
-    be.relocate_kv(gk, gv, static_cast<int64_t>(n), kd, gpos, hp.n_head_kv, hp.head_dim,
-                   s_.weights().rope, cache.k(l), cache.v(l), cache.row_elems());
+    be.relocate_kv(gk, cached.k_type, gv, static_cast<int64_t>(n), kd, gpos, hp.n_head_kv,
+                   hp.head_dim, s_.weights().rope, cache.k(l), cache.v(l), cache.row_elems());
 }
 
 // Stats of the request: rows computed in the last layer, bytes and time of the load, and the
@@ -401,9 +405,9 @@ void blend_engine::update_rates(const plan& P, const layer_state& L, const layer
 
 namespace {
 
-std::pair<const float*, const uint16_t*> acquire_layer(
-    int32_t l, layer_loader& loader, const std::vector<chunk_kv_reader*>& hit_readers,
-    const std::vector<size_t>& hit_chunks, double* wait_ms) {
+kv_layer_rows acquire_layer(int32_t l, layer_loader& loader,
+                            const std::vector<chunk_kv_reader*>& hit_readers,
+                            const std::vector<size_t>& hit_chunks, double* wait_ms) {
     try {
         return loader.acquire(l, wait_ms);
     } catch (const error& e) {

@@ -21,7 +21,7 @@ float random_score(uint64_t x) {
 // The candidates' fresh and cached rows side by side, on a host backend: `fresh` (the forward
 // pass's buffer) and the loader's slot are host memory, read in place.
 void gather_on_host(const select_args& a, const std::vector<int64_t>& cand, const float* fresh,
-                    const uint16_t* cached_v, const float* cached_k, select_scratch* s) {
+                    const uint16_t* cached_v, const void* cached_k, select_scratch* s) {
     const int64_t kd = a.kv_dim;
     const int64_t mr = static_cast<int64_t>(cand.size());
     for (int64_t i = 0; i < mr; ++i) {
@@ -30,11 +30,17 @@ void gather_on_host(const select_args& a, const std::vector<int64_t>& cand, cons
             (*a.reused_index)[static_cast<size_t>((*a.active)[static_cast<size_t>(c)])];
         std::memcpy(s->fresh.data() + i * kd, fresh + c * kd,
                     static_cast<size_t>(kd) * sizeof(float));
-        if (cached_v) {
-            std::memcpy(s->cached.data() + i * kd, cached_v + r * kd,
+        // f16 K (the f16 format) is scored as stored, as V is.
+        const uint16_t* c16 = cached_v ? cached_v
+                              : a.cached_k_type == dtype::f16
+                                  ? static_cast<const uint16_t*>(cached_k)
+                                  : nullptr;
+        if (c16) {
+            std::memcpy(s->cached.data() + i * kd, c16 + r * kd,
                         static_cast<size_t>(kd) * sizeof(uint16_t));
         } else {
-            fp32_to_fp16_row(cached_k + r * kd, s->cached.data() + i * kd, kd);
+            fp32_to_fp16_row(static_cast<const float*>(cached_k) + r * kd,
+                             s->cached.data() + i * kd, kd);
         }
     }
 }
@@ -42,7 +48,7 @@ void gather_on_host(const select_args& a, const std::vector<int64_t>& cand, cons
 // The same on a device backend: row indices go up, the rows are gathered there (K rounded to f16
 // by store_rows_f16, the CPU's rounding), so nothing crosses to the host row by row.
 void gather_on_device(backend& be, const select_args& a, const std::vector<int64_t>& cand,
-                      const float* fresh, const uint16_t* cached_v, const float* cached_k,
+                      const float* fresh, const uint16_t* cached_v, const void* cached_k,
                       select_scratch* s, const float** fresh_d, const uint16_t** cached_d) {
     const auto kd = static_cast<size_t>(a.kv_dim);
     const size_t mr = cand.size();
@@ -60,8 +66,11 @@ void gather_on_device(backend& be, const select_args& a, const std::vector<int64
     float* f = grow_buffer<float>(be, &s->fresh_d, mr * kd);
     be.gather_rows(fresh, kd * sizeof(float), fi, n, kd * sizeof(float), f, kd * sizeof(float));
     uint16_t* cv = grow_buffer<uint16_t>(be, &s->cached_d, mr * kd);
-    if (cached_v) {
-        be.gather_rows(cached_v, kd * sizeof(uint16_t), ci, n, kd * sizeof(uint16_t), cv,
+    const void* c16 = cached_v                        ? static_cast<const void*>(cached_v)
+                      : a.cached_k_type == dtype::f16 ? cached_k
+                                                      : nullptr;
+    if (c16) {
+        be.gather_rows(c16, kd * sizeof(uint16_t), ci, n, kd * sizeof(uint16_t), cv,
                        kd * sizeof(uint16_t));
     } else {
         float* k32 = grow_buffer<float>(be, &s->k32_d, mr * kd);
@@ -79,7 +88,7 @@ void gather_on_device(backend& be, const select_args& a, const std::vector<int64
 // Adds each candidate's deviation of fresh vs cached rows to total[i]. Cached rows are scored as
 // f16 (K is rounded for it: the ranking does not need more), gathered next to their fresh rows.
 void add_deviation(backend& be, const select_args& a, const std::vector<int64_t>& cand,
-                   const float* fresh, const uint16_t* cached_v, const float* cached_k,
+                   const float* fresh, const uint16_t* cached_v, const void* cached_k,
                    select_scratch* s, std::vector<float>* total) {
     const int64_t kd = a.kv_dim;
     const int64_t mr = static_cast<int64_t>(cand.size());

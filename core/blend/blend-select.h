@@ -22,8 +22,9 @@ struct select_args {
     const float* fresh_k = nullptr;                      // forward buffers, [active][kv_dim]
     const float* fresh_v = nullptr;
     // The stored layer, [R][kv_dim]: the loader's slot on a host backend, its device copy
-    // (core/blend/device-layers.h) on a device backend.
-    const float* cached_k = nullptr;
+    // (core/blend/device-layers.h) on a device backend. K in f32 or f16 (as stored).
+    const void* cached_k = nullptr;
+    dtype cached_k_type = dtype::f32;
     const uint16_t* cached_v = nullptr;
     int64_t kv_dim = 0;
     int64_t n_reused = 0;  // |R|: the share counts against all reused rows
@@ -36,8 +37,8 @@ struct select_args {
 struct select_scratch {
     aligned_array<float> fresh, dev;  // host backend: the candidates' rows gathered; deviation
     aligned_array<uint16_t> cached;
-    // Device backend: the candidates' rows (fresh, and R's) gathered on the device; K converted
-    // to f16 there; the deviation comes back to `dev`.
+    // Device backend: the candidates' rows (fresh, and R's) gathered on the device; f32 K
+    // converted to f16 there; the deviation comes back to `dev`.
     std::vector<int32_t> fresh_rows, cached_rows, iota;
     host_staging fresh_rows_b, cached_rows_b, iota_b, dev_b;
     backend_buffer fresh_d, cached_d, k32_d;

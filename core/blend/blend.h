@@ -19,7 +19,8 @@
 
 namespace cacheblend {
 
-class layer_loader;  // core/blend/blend-loader.h
+class layer_loader;    // core/blend/blend-loader.h
+struct kv_layer_rows;  // core/blend/blend-loader.h
 
 enum class blend_mode { full, prefix, reuse, blend };
 const char* blend_mode_name(blend_mode m);
@@ -130,7 +131,7 @@ private:
     void start_active(const plan& P, forward_engine& fwd, layer_state* L) const;
     void run_layer(int32_t l, const plan& P, layer_loader& loader, forward_engine& fwd,
                    layer_state* L);
-    void relocate(int32_t l, const plan& P, const float* ck, const uint16_t* cv, layer_state* L);
+    void relocate(int32_t l, const plan& P, const kv_layer_rows& cached, layer_state* L);
     void record_stats(const plan& P, const layer_state& L, const layer_loader& loader,
                       double total_ms, blend_stats* st) const;
     void update_rates(const plan& P, const layer_state& L, const layer_loader& loader,

@@ -3,18 +3,21 @@
 #include <exception>
 
 #include "core/engine/host-staging.h"
+#include "core/util/error.h"
 
 namespace cacheblend {
 
 device_layers::device_layers(backend& be, device_layer_memory* mem, int64_t n_rows, int64_t kv_dim,
-                             acquire_fn acquire)
+                             dtype k_type, acquire_fn acquire)
     : be_(be),
       mem_(mem),
-      k_bytes_(static_cast<size_t>(n_rows * kv_dim) * sizeof(float)),
+      k_type_(k_type),
+      k_bytes_(static_cast<size_t>(n_rows * kv_dim) *
+               (k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float))),
       v_bytes_(static_cast<size_t>(n_rows * kv_dim) * sizeof(uint16_t)),
       acquire_(std::move(acquire)) {
     for (int i = 0; i < 2; ++i) {
-        grow_buffer<float>(be_, &mem_->k[i], k_bytes_ / sizeof(float));
+        grow_buffer<uint8_t>(be_, &mem_->k[i], k_bytes_);
         grow_buffer<uint16_t>(be_, &mem_->v[i], v_bytes_ / sizeof(uint16_t));
     }
 }
@@ -33,10 +36,12 @@ device_layers::~device_layers() {
 void device_layers::upload(int32_t l) {
     slot& s = slots_[l % 2];
     finish(&s);  // the slot's previous layer (normally retired already)
-    const auto [k, v] = acquire_(l);
+    const kv_layer_rows rows = acquire_(l);
+    if (rows.k_type != k_type_)
+        throw error(status::internal, "device_layers: the loader's K type is not the upload's");
     s.layer = l;
-    s.ticket_k = be_.upload_async(mem_->k[l % 2].as<void>(), k, k_bytes_);
-    s.ticket_v = be_.upload_async(mem_->v[l % 2].as<void>(), v, v_bytes_);
+    s.ticket_k = be_.upload_async(mem_->k[l % 2].as<void>(), rows.k, k_bytes_);
+    s.ticket_v = be_.upload_async(mem_->v[l % 2].as<void>(), rows.v, v_bytes_);
 }
 
 void device_layers::finish(slot* s) {
@@ -56,12 +61,12 @@ void device_layers::finish(slot* s) {
     if (first) std::rethrow_exception(first);
 }
 
-std::pair<const float*, const uint16_t*> device_layers::get(int32_t l) {
+kv_layer_rows device_layers::get(int32_t l) {
     slot& s = slots_[l % 2];
     if (s.layer != l) upload(l);
     be_.wait_upload(s.ticket_k);
     be_.wait_upload(s.ticket_v);
-    return {mem_->k[l % 2].as<float>(), mem_->v[l % 2].as<uint16_t>()};
+    return {mem_->k[l % 2].as<void>(), k_type_, mem_->v[l % 2].as<uint16_t>()};
 }
 
 void device_layers::retire(int32_t l, layer_loader& loader) {

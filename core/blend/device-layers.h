@@ -24,19 +24,20 @@ struct device_layer_memory {
 class device_layers {
 public:
     // The loader's layer l as host pointers (blocking; throws what the engine's acquire throws).
-    using acquire_fn = std::function<std::pair<const float*, const uint16_t*>(int32_t)>;
+    using acquire_fn = std::function<kv_layer_rows(int32_t)>;
 
+    // K rows are k_type (the loader's, as stored: f16 keys cross PCIe in half the bytes of f32).
     device_layers(backend& be, device_layer_memory* mem, int64_t n_rows, int64_t kv_dim,
-                  acquire_fn acquire);
+                  dtype k_type, acquire_fn acquire);
     // Waits for uploads still in flight (a request that failed midway), so no copy reads a
     // loader slot the next request refills.
     ~device_layers();
     device_layers(const device_layers&) = delete;
     device_layers& operator=(const device_layers&) = delete;
 
-    // Layer l's K (f32) and V (f16) rows on the device, [n_rows][kv_dim]; the ops queued from now
-    // on see them. Uploads the layer now when prefetch() did not.
-    std::pair<const float*, const uint16_t*> get(int32_t l);
+    // Layer l's rows on the device, [n_rows][kv_dim]; the ops queued from now on see them.
+    // Uploads the layer now when prefetch() did not.
+    kv_layer_rows get(int32_t l);
     // Every op reading layer l is queued: waits (host) for its upload and lets the loader refill
     // its slot.
     void retire(int32_t l, layer_loader& loader);
@@ -53,6 +54,7 @@ private:
 
     backend& be_;
     device_layer_memory* mem_;
+    dtype k_type_;
     size_t k_bytes_, v_bytes_;
     acquire_fn acquire_;
     slot slots_[2];

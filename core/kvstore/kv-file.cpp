@@ -320,17 +320,35 @@ void encode_layer(const chunk_kv_meta& m, const float* k, const float* v, int64_
     }
 }
 
-void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, float* k, uint16_t* v,
-                  int64_t ld) {
+void check_read_args(const chunk_kv_meta& m, int32_t layer, const void* k, dtype k_type,
+                     const uint16_t* v, int64_t ld, const char* who) {
+    if (layer < 0 || layer >= m.n_layer)
+        throw error(status::invalid_arg, fmt("%s: layer %d of %d", who, layer, m.n_layer));
+    if (ld < m.kv_dim() || !k || !v)
+        throw error(status::invalid_arg, fmt("%s: read_layer needs K, V and ld >= kv_dim", who));
+    if (k_type != dtype::f32 && k_type != stored_k_type(m.format))
+        throw error(status::invalid_arg, fmt("%s: K of the %s format cannot be read as %s (f32%s)",
+                                             who, kv_format_name(m.format), dtype_name(k_type),
+                                             m.format == kv_format::f16 ? " or f16" : ""));
+}
+
+void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, void* k_out, dtype k_type,
+                  uint16_t* v, int64_t ld) {
     const int64_t T = m.n_tokens, D = m.kv_dim(), H = m.n_kv_head, hd = m.head_dim;
+    if (k_type != dtype::f32 && k_type != stored_k_type(m.format))
+        throw error(status::invalid_arg, "kvstore: decode_layer: K type not given by this format");
     if (m.format == kv_format::f16 || m.format == kv_format::exact) {
         const uint8_t* p = payload;
         for (int64_t t = 0; t < T; ++t) {
-            if (m.format == kv_format::f16) {
-                fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(p), k + t * ld, D);
+            if (k_type == dtype::f16) {  // the f16 format: copied as stored
+                std::memcpy(static_cast<uint16_t*>(k_out) + t * ld, p, static_cast<size_t>(D) * 2);
+                p += D * 2;
+            } else if (m.format == kv_format::f16) {
+                fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(p),
+                                 static_cast<float*>(k_out) + t * ld, D);
                 p += D * 2;
             } else {
-                std::memcpy(k + t * ld, p, static_cast<size_t>(D) * 4);
+                std::memcpy(static_cast<float*>(k_out) + t * ld, p, static_cast<size_t>(D) * 4);
                 p += D * 4;
             }
         }
@@ -357,7 +375,8 @@ void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, float* k, uint
                 for (int64_t d = 0; d < hd; ++d) row[h * hd + d] = static_cast<float>(q[d]) * s;
             }
             if (kv == 0)
-                std::memcpy(k + t * ld, row.data(), static_cast<size_t>(D) * sizeof(float));
+                std::memcpy(static_cast<float*>(k_out) + t * ld, row.data(),
+                            static_cast<size_t>(D) * sizeof(float));
             else
                 fp32_to_fp16_row(row.data(), v + t * ld, D);
         }
@@ -442,11 +461,8 @@ void kv_file_reader::corrupt(const std::string& why) {
     throw error(status::corrupt, fmt("kvstore: %s: %s", path_.c_str(), why.c_str()));
 }
 
-void kv_file_reader::read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) {
-    if (layer < 0 || layer >= hdr_.meta.n_layer)
-        throw error(status::invalid_arg, fmt("kvstore: layer %d of %d", layer, hdr_.meta.n_layer));
-    if (ld < hdr_.meta.kv_dim() || !k || !v)
-        throw error(status::invalid_arg, "kvstore: read_layer needs K, V and ld >= kv_dim");
+void kv_file_reader::read_layer_as(int32_t layer, void* k, dtype k_type, uint16_t* v, int64_t ld) {
+    kv_file::check_read_args(hdr_.meta, layer, k, k_type, v, ld, "kvstore");
     if (!buf_) buf_ = make_aligned_buffer(static_cast<size_t>(layout_.layer_stride));
     const kv_file::layer_entry& e = hdr_.layers[static_cast<size_t>(layer)];
     const size_t n = static_cast<size_t>(layout_.layer_stride);
@@ -460,7 +476,7 @@ void kv_file_reader::read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld
     if (got != n) corrupt(fmt("layer %d is truncated", layer));
     if (xxh64(buf_.get(), n, kv_file::layer_seed(hdr_.key)) != e.checksum)
         corrupt(fmt("layer %d checksum mismatch", layer));
-    kv_file::decode_layer(hdr_.meta, buf_.get(), k, v, ld);
+    kv_file::decode_layer(hdr_.meta, buf_.get(), k, k_type, v, ld);
 }
 
 // ---- open + verify ----

@@ -112,9 +112,14 @@ header decode_header(const uint8_t* data, size_t n, uint64_t file_size);
 // a non-finite value or one too large for an f16 scale.
 void encode_layer(const chunk_kv_meta& m, const float* k, const float* v, int64_t ld,
                   uint8_t* out);
-// Decodes a payload into f32 K rows and f16 V rows (stride ld elements).
-void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, float* k, uint16_t* v,
-                  int64_t ld);
+// Decodes a payload into K rows of k_type and f16 V rows (stride ld elements); throws
+// error(invalid_arg) for a k_type the format cannot give as stored (chunk_kv_reader::read_layer_as).
+void decode_layer(const chunk_kv_meta& m, const uint8_t* payload, void* k, dtype k_type,
+                  uint16_t* v, int64_t ld);
+// Throws error(invalid_arg) unless K of format m.format can be read in k_type, and a layer with
+// this ld and these pointers: the readers' argument check, before any I/O.
+void check_read_args(const chunk_kv_meta& m, int32_t layer, const void* k, dtype k_type,
+                     const uint16_t* v, int64_t ld, const char* who);
 
 // Builds a whole file in memory (layers in any order) and writes it to a descriptor.
 class builder {
@@ -153,7 +158,7 @@ public:
     const std::vector<token_id>& tokens() const override { return hdr_.tokens; }
     // Throws error(corrupt) on a checksum mismatch or truncation (after calling on_corrupt once),
     // error(io_read) on an I/O error (the file is kept), error(invalid_arg) for a bad layer/ld.
-    void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) override;
+    void read_layer_as(int32_t layer, void* k, dtype k_type, uint16_t* v, int64_t ld) override;
     uint64_t bytes_read() const override { return bytes_read_; }
 
     const chunk_key& key() const { return hdr_.key; }

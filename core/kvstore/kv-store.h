@@ -14,6 +14,7 @@
 
 #include "core/kvstore/chunk-hash.h"
 #include "core/tokenizer/tokenizer.h"
+#include "kernels/dtype.h"
 
 namespace cacheblend {
 
@@ -27,6 +28,10 @@ enum class kv_format : uint32_t {
     exact = 3,
 };
 const char* kv_format_name(kv_format f);
+// The type a format's K rows are read in without widening or rounding: f16 for the f16 format
+// (copied as stored: half the bytes of f32 on the way to relocation, which a device backend
+// uploads), f32 for the others (exact's keys are f32; q8's are int8 times a scale).
+inline dtype stored_k_type(kv_format f) { return f == kv_format::f16 ? dtype::f16 : dtype::f32; }
 // The format named by kv_format_name; false for any other text.
 bool parse_kv_format(const std::string& s, kv_format* out);
 
@@ -50,9 +55,15 @@ public:
     virtual ~chunk_kv_reader() = default;
     virtual const chunk_kv_meta& meta() const = 0;
     virtual const std::vector<token_id>& tokens() const = 0;
-    // K (pre-RoPE) rows of `layer` as f32 and V rows as f16: [n_tokens][kv_dim] each, row stride
-    // ld elements. K is f32 so that the exact format loses nothing on the way to relocation.
-    virtual void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) = 0;
+    // K (pre-RoPE) rows of `layer` in k_type and V rows as f16: [n_tokens][kv_dim] each, row stride
+    // ld elements. k_type is f32 (any format: the exact format loses nothing on the way to
+    // relocation) or f16 for the f16 format only (stored_k_type: no widening); any other is
+    // error(invalid_arg), before anything is read.
+    virtual void read_layer_as(int32_t layer, void* k, dtype k_type, uint16_t* v, int64_t ld) = 0;
+    // K as f32.
+    void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) {
+        read_layer_as(layer, k, dtype::f32, v, ld);
+    }
     virtual uint64_t bytes_read() const = 0;
     // True for a chunk streamed from the shared tier (core/kvstore/kv-tiered.h): its read errors
     // are the network's, so the request recomputes the chunk instead of failing.

@@ -31,12 +31,8 @@ public:
     uint64_t bytes_read() const override { return bytes_read_; }
     bool is_remote() const override { return true; }
 
-    void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) override {
-        if (layer < 0 || layer >= hdr_.meta.n_layer)
-            throw error(status::invalid_arg,
-                        fmt("kv remote: layer %d of %d", layer, hdr_.meta.n_layer));
-        if (ld < hdr_.meta.kv_dim() || !k || !v)
-            throw error(status::invalid_arg, "kv remote: read_layer needs K, V and ld >= kv_dim");
+    void read_layer_as(int32_t layer, void* k, dtype k_type, uint16_t* v, int64_t ld) override {
+        kv_file::check_read_args(hdr_.meta, layer, k, k_type, v, ld, "kv remote");
         std::string value;
         bool found = false;
         try {
@@ -56,7 +52,7 @@ public:
         const kv_file::layer_entry& e = hdr_.layers[static_cast<size_t>(layer)];
         if (xxh64(buf_.get(), stride, kv_file::layer_seed(hdr_.key)) != e.checksum)
             corrupt(layer, "fails its checksum");
-        kv_file::decode_layer(hdr_.meta, buf_.get(), k, v, ld);
+        kv_file::decode_layer(hdr_.meta, buf_.get(), k, k_type, v, ld);
     }
 
 private:

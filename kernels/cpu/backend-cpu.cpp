@@ -62,11 +62,12 @@ public:
     void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) override {
         cacheblend::add_rows(pool_, y, x, m, n, ld);
     }
-    void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n, int64_t ld_src,
-                     const int32_t* pos, int n_kv_head, int head_dim, const rope_params& rope,
-                     uint16_t* k_cache, uint16_t* v_cache, int64_t ld_cache) override {
-        cacheblend::relocate_kv(pool_, k_src, v_src, n, ld_src, pos, n_kv_head, head_dim, rope,
-                                k_cache, v_cache, ld_cache);
+    void relocate_kv(const void* k_src, dtype k_type, const uint16_t* v_src, int64_t n,
+                     int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+                     const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
+                     int64_t ld_cache) override {
+        cacheblend::relocate_kv(pool_, k_src, k_type, v_src, n, ld_src, pos, n_kv_head, head_dim,
+                                rope, k_cache, v_cache, ld_cache);
     }
     void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
                       int64_t ld_cached, int64_t n, int64_t width, float* d) override {

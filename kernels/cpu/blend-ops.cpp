@@ -9,10 +9,15 @@
 
 namespace cacheblend {
 
-void relocate_kv(thread_pool& pool, const float* k_src, const uint16_t* v_src, int64_t n,
-                 int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+void relocate_kv(thread_pool& pool, const void* k_src, dtype k_type, const uint16_t* v_src,
+                 int64_t n, int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
                  const rope_params& rope_p, uint16_t* k_cache, uint16_t* v_cache,
                  int64_t ld_cache) {
+    if (k_type != dtype::f32 && k_type != dtype::f16) {
+        throw kernel_error(kernel_status::invalid_arg,
+                           kernel_fmt("relocate_kv: keys in %s (f32 or f16 only)",
+                                      dtype_name(k_type)));
+    }
     const int64_t width = static_cast<int64_t>(n_kv_head) * head_dim;
     // Rows are independent; each worker rotates a block of rows in f32 scratch. The rotation is
     // the same rope() the forward pass uses, so a chunk placed where it was computed gets
@@ -22,7 +27,13 @@ void relocate_kv(thread_pool& pool, const float* k_src, const uint16_t* v_src, i
         tmp.resize(static_cast<size_t>(width));
         thread_pool serial(1);
         for (int64_t i = begin; i < end; ++i) {
-            std::copy(k_src + i * ld_src, k_src + i * ld_src + width, tmp.data());
+            if (k_type == dtype::f16) {
+                fp16_to_fp32_row(static_cast<const uint16_t*>(k_src) + i * ld_src, tmp.data(),
+                                 width);
+            } else {
+                const float* k = static_cast<const float*>(k_src) + i * ld_src;
+                std::copy(k, k + width, tmp.data());
+            }
             rope(serial, tmp.data(), 1, width, n_kv_head, head_dim, pos + i, rope_p);
             fp32_to_fp16_row(tmp.data(), k_cache + static_cast<int64_t>(pos[i]) * ld_cache, width);
             std::copy(v_src + i * ld_src, v_src + i * ld_src + width,

@@ -8,11 +8,13 @@
 
 namespace cacheblend {
 
-// For each row i: K row (f32, before RoPE) is rotated to absolute position pos[i] and written to
+// For each row i: K row (before RoPE) is rotated to absolute position pos[i] and written to
 // k_cache[pos[i]] as f16; V row (f16) is copied to v_cache[pos[i]]. Rows are n_kv_head * head_dim
-// wide. K arrives in f32 so that keys stored in f32 get exactly the rounding full prefill gives.
-void relocate_kv(thread_pool& pool, const float* k_src, const uint16_t* v_src, int64_t n,
-                 int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+// wide, ld_src elements apart. K is f32 or f16 (k_type; else kernel_error invalid_arg), rotated
+// in f32 either way: keys stored in f32 get exactly the rounding full prefill gives, and keys
+// stored in f16 the same bits as when they are widened to f32 first.
+void relocate_kv(thread_pool& pool, const void* k_src, dtype k_type, const uint16_t* v_src,
+                 int64_t n, int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
                  const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache, int64_t ld_cache);
 
 // d[i] = sum_j (fresh[i][j] - cached[i][j])^2 over `width` elements (fresh f32, cached f16).

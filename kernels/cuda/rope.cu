@@ -27,8 +27,11 @@ __global__ void rope_kernel(rope_args a, hd::rope_consts k) {
     }
 }
 
-// One thread per (row, KV head, dim pair).
+// One thread per (row, KV head, dim pair); Key is the stored keys' element type (float or the
+// f16 bits, uint16_t).
+template <typename Key>
 __global__ void relocate_kernel(relocate_args a, hd::rope_consts k) {
+    const Key* keys = static_cast<const Key*>(a.k_src);
     const int n_pairs = (a.head_dim + 1) / 2;
     const int64_t total = a.n * a.n_kv_head * n_pairs;
     for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -40,8 +43,8 @@ __global__ void relocate_kernel(relocate_args a, hd::rope_consts k) {
         const int32_t pos = a.pos[r];
         const int64_t src = r * a.ld_src + int64_t(h) * a.head_dim;
         const int64_t dst = int64_t(pos) * a.ld_cache + int64_t(h) * a.head_dim;
-        hd::relocate_pair(a.k_src + src, a.v_src + src, a.k_cache + dst, a.v_cache + dst,
-                          a.head_dim, k, pos, p);
+        hd::relocate_pair(keys + src, a.v_src + src, a.k_cache + dst, a.v_cache + dst, a.head_dim,
+                          k, pos, p);
     }
 }
 
@@ -62,10 +65,20 @@ void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a) {
 }
 
 void cbl_cuda_relocate_kv(cuda_ctx& ctx, const relocate_args& a) {
+    if (a.k_type != dtype::f32 && a.k_type != dtype::f16) {
+        throw kernel_error(kernel_status::invalid_arg,
+                           kernel_fmt("relocate_kv: keys in %s (f32 or f16 only)",
+                                      dtype_name(a.k_type)));
+    }
     if (a.n <= 0 || a.n_kv_head <= 0 || a.head_dim <= 0) return;
     const hd::rope_consts k = make_consts(a.p, a.head_dim);
     const int64_t total = a.n * a.n_kv_head * ((a.head_dim + 1) / 2);
-    CBL_CUDA_LAUNCH(blocks_for(total), k_threads, ctx.stream(), relocate_kernel)(a, k);
+    if (a.k_type == dtype::f16) {
+        CBL_CUDA_LAUNCH(blocks_for(total), k_threads, ctx.stream(), relocate_kernel<uint16_t>)
+        (a, k);
+    } else {
+        CBL_CUDA_LAUNCH(blocks_for(total), k_threads, ctx.stream(), relocate_kernel<float>)(a, k);
+    }
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -23,10 +23,11 @@ struct rope_args {
 
 void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a);
 
-// Row i: K (f32, pre-RoPE) rotated to pos[i] -> k_cache[pos[i]] (f16), V (f16) copied ->
-// v_cache[pos[i]].
+// Row i: K (pre-RoPE, f32 or f16 as k_type says) rotated to pos[i] -> k_cache[pos[i]] (f16), V
+// (f16) copied -> v_cache[pos[i]].
 struct relocate_args {
-    const float* k_src = nullptr;
+    const void* k_src = nullptr;
+    dtype k_type = dtype::f32;
     const uint16_t* v_src = nullptr;
     int64_t n = 0, ld_src = 0;
     const int32_t* pos = nullptr;

@@ -367,29 +367,35 @@ TEST(BackendOps, Rope) {
     }
 }
 
+// Keys in f32 (the exact and q8 formats) and in f16 (the f16 format, as stored).
 TEST(BackendOps, RelocateKv) {
     const int n_kv_head = 3;
-    for (const rope_case& rc : k_rope_cases) {
-        const int64_t width = int64_t(n_kv_head) * rc.head_dim, ld_src = width + 2;
-        const int64_t n = 20, n_ctx = 128, ld_cache = width + 4;
-        std::vector<int32_t> pos(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(6 * i + 5);
-        const std::vector<float> k = random_vec(size_t(n * ld_src), 9, -3.f, 3.f);
-        const std::vector<uint16_t> v = to_f16(random_vec(size_t(n * ld_src), 10, -3.f, 3.f));
-        const std::vector<uint16_t> c0(size_t(n_ctx * ld_cache), cb::fp32_to_fp16(0.5f));
-        const std::vector<float> ff = random_vec(size_t(rc.n_dims / 2), 8, 1.f, 8.f);
-        check({rope_name("relocate_kv", rc), k_nmse_relocate, [&](cb::backend& be) {
-                   cb::backend_buffer kb = put(be, k), vb = put(be, v), pb = put(be, pos),
-                                      fb = put(be, ff), kc = put(be, c0), vc = put(be, c0);
-                   be.relocate_kv(kb.as<float>(), vb.as<uint16_t>(), n, ld_src,
-                                  pb.as<int32_t>(), n_kv_head, rc.head_dim,
-                                  params_of(rc, fb.as<float>()), kc.as<uint16_t>(),
-                                  vc.as<uint16_t>(), ld_cache);
-                   return std::vector<std::vector<float>>{
-                       from_f16(get<uint16_t>(be, kc, c0.size())),
-                       from_f16(get<uint16_t>(be, vc, c0.size()))};
-               }});
-    }
+    for (const cb::dtype kt : {cb::dtype::f32, cb::dtype::f16})
+        for (const rope_case& rc : k_rope_cases) {
+            const int64_t width = int64_t(n_kv_head) * rc.head_dim, ld_src = width + 2;
+            const int64_t n = 20, n_ctx = 128, ld_cache = width + 4;
+            std::vector<int32_t> pos(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(6 * i + 5);
+            const std::vector<float> k = random_vec(size_t(n * ld_src), 9, -3.f, 3.f);
+            const std::vector<uint16_t> k16 = to_f16(k);
+            const std::vector<uint16_t> v = to_f16(random_vec(size_t(n * ld_src), 10, -3.f, 3.f));
+            const std::vector<uint16_t> c0(size_t(n_ctx * ld_cache), cb::fp32_to_fp16(0.5f));
+            const std::vector<float> ff = random_vec(size_t(rc.n_dims / 2), 8, 1.f, 8.f);
+            const std::string name =
+                rope_name(kt == cb::dtype::f16 ? "relocate_kv f16 keys" : "relocate_kv", rc);
+            check({name, k_nmse_relocate, [&](cb::backend& be) {
+                       cb::backend_buffer kb = kt == cb::dtype::f16 ? put(be, k16) : put(be, k),
+                                          vb = put(be, v), pb = put(be, pos), fb = put(be, ff),
+                                          kc = put(be, c0), vc = put(be, c0);
+                       be.relocate_kv(kb.as<void>(), kt, vb.as<uint16_t>(), n, ld_src,
+                                      pb.as<int32_t>(), n_kv_head, rc.head_dim,
+                                      params_of(rc, fb.as<float>()), kc.as<uint16_t>(),
+                                      vc.as<uint16_t>(), ld_cache);
+                       return std::vector<std::vector<float>>{
+                           from_f16(get<uint16_t>(be, kc, c0.size())),
+                           from_f16(get<uint16_t>(be, vc, c0.size()))};
+                   }});
+        }
 }
 
 TEST(BackendOps, StoreRowsF16) {

@@ -32,6 +32,7 @@
 #include "kernels/cuda/math/rms-norm.h"
 #include "kernels/cuda/math/rope.h"
 #include "kernels/fp16.h"
+#include "kernels/kernel-error.h"
 
 namespace cb = cacheblend;
 namespace hd = cacheblend::hd;
@@ -383,25 +384,51 @@ TEST(CudaDeviceMath, RelocateKvMatchesCpu) {
         std::vector<int32_t> pos(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(5 * i + 3);  // scattered rows
         const std::vector<float> k = random_vec(size_t(n * ld_src), 7, -3.f, 3.f);
+        const std::vector<uint16_t> k16 = to_f16(k);
         const std::vector<uint16_t> v = to_f16(random_vec(size_t(n * ld_src), 8, -3.f, 3.f));
         std::vector<uint16_t> kc(size_t(n_ctx * ld_cache), 0x7777), vc = kc;
         std::vector<uint16_t> kd = kc, vd = vc;
-        cb::relocate_kv(pool, k.data(), v.data(), n, ld_src, pos.data(), n_kv_head, rc.head_dim,
-                        p, kc.data(), vc.data(), ld_cache);
+        cb::relocate_kv(pool, k.data(), cb::dtype::f32, v.data(), n, ld_src, pos.data(), n_kv_head,
+                        rc.head_dim, p, kc.data(), vc.data(), ld_cache);
         const hd::rope_consts kk = consts_of(p, rc.head_dim);
-        for (int64_t i = 0; i < n; ++i) {
-            for (int h = 0; h < n_kv_head; ++h) {
-                const int64_t src = i * ld_src + h * rc.head_dim;
-                const int64_t dst = int64_t(pos[size_t(i)]) * ld_cache + h * rc.head_dim;
-                for (int pr = 0; pr < (rc.head_dim + 1) / 2; ++pr) {
-                    hd::relocate_pair(k.data() + src, v.data() + src, kd.data() + dst,
-                                      vd.data() + dst, rc.head_dim, kk, pos[size_t(i)], pr);
+        // The device's pairs from f32 keys, then from f16 keys against the CPU's from f16 keys.
+        const auto pairs = [&](const auto* keys, std::vector<uint16_t>* kout,
+                               std::vector<uint16_t>* vout) {
+            for (int64_t i = 0; i < n; ++i) {
+                for (int h = 0; h < n_kv_head; ++h) {
+                    const int64_t src = i * ld_src + h * rc.head_dim;
+                    const int64_t dst = int64_t(pos[size_t(i)]) * ld_cache + h * rc.head_dim;
+                    for (int pr = 0; pr < (rc.head_dim + 1) / 2; ++pr) {
+                        hd::relocate_pair(keys + src, v.data() + src, kout->data() + dst,
+                                          vout->data() + dst, rc.head_dim, kk, pos[size_t(i)], pr);
+                    }
                 }
             }
-        }
+        };
+        pairs(k.data(), &kd, &vd);
         ASSERT_EQ(kc, kd);
         ASSERT_EQ(vc, vd);
+        std::vector<uint16_t> kc16(kc.size(), 0x7777), vc16 = kc16, kd16 = kc16, vd16 = kc16;
+        cb::relocate_kv(pool, k16.data(), cb::dtype::f16, v.data(), n, ld_src, pos.data(),
+                        n_kv_head, rc.head_dim, p, kc16.data(), vc16.data(), ld_cache);
+        pairs(k16.data(), &kd16, &vd16);
+        ASSERT_EQ(kc16, kd16);
+        ASSERT_EQ(vc16, vd16);
+        // f16 keys rotate to the bits of the same keys widened to f32 first (the path before
+        // keys stayed f16 on the way).
+        std::vector<float> widened(k16.size());
+        for (size_t i = 0; i < k16.size(); ++i) widened[i] = cb::fp16_to_fp32(k16[i]);
+        std::vector<uint16_t> kw(kc.size(), 0x7777), vw = kw;
+        cb::relocate_kv(pool, widened.data(), cb::dtype::f32, v.data(), n, ld_src, pos.data(),
+                        n_kv_head, rc.head_dim, p, kw.data(), vw.data(), ld_cache);
+        ASSERT_EQ(kc16, kw);
     }
+    std::vector<uint16_t> any(64);
+    const int32_t at = 0;
+    EXPECT_THROW(cb::relocate_kv(pool, any.data(), cb::dtype::q8_0, any.data(), 1, 8, &at, 1, 8,
+                                 cb::rope_params{}, any.data(), any.data(), 8),
+                 cb::kernel_error)
+        << "keys are f32 or f16";
 }
 
 // ---- f16 staging of GEMM activations --------------------------------------------------------

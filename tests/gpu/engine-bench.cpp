@@ -4,7 +4,7 @@
 // a warm-up, token ids drawn from the vocabulary with a fixed seed, as `cacheblend bench` does),
 // then time to first token of a RAG-shaped prompt (preamble, 6 chunks of 380 tokens, a 16-token
 // question) in full prefill and blended at r = 0.15 from a temporary f16 KV store, and how fast
-// the blend's loader reads that store's layers (checked, widened into its host buffers) with 1, 2,
+// the blend's loader reads that store's layers (checked, copied into its host buffers) with 1, 2,
 // 4 and 8 threads: on a GPU that rate, not compute, can bound the blended TTFT.
 //   cbl-engine-bench MODEL [--device D] [--threads N] [--smoke]
 // MODEL is a file or a model name (core/model/model-registry.h). --smoke: tiny sizes and one run
@@ -64,7 +64,8 @@ double timed(int runs, F&& run) {
 }
 
 // The blend's loader alone over every stored layer of the request's chunks (page cache warm):
-// GB/s of store bytes read, checked and decoded into the loader's host buffers.
+// GB/s of store bytes read, checked and copied into the loader's host buffers (keys as stored, as
+// the blend reads them).
 void bench_load(session& s, blend_engine& eng, kv_store& store, const blend_request& req,
                 int runs) {
     const int32_t n_layer = s.get_model().hparams().n_layer;
@@ -90,7 +91,8 @@ void bench_load(session& s, blend_engine& eng, kv_store& store, const blend_requ
                 rows += owned.back()->meta().n_tokens;
             }
             layer_loader loader(s.get_backend(), &mem, readers, offsets, rows,
-                                s.get_model().hparams().kv_dim(), layers, threads);
+                                s.get_model().hparams().kv_dim(),
+                                stored_k_type(readers.front()->meta().format), layers, threads);
             double wait = 0;
             for (int32_t l : layers) {
                 loader.acquire(l, &wait);

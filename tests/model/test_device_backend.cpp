@@ -163,9 +163,10 @@ public:
         mine(x, 1, "add_rows x");
         cpu_->add_rows(y, x, m, n, ld);
     }
-    void relocate_kv(const float* k_src, const uint16_t* v_src, int64_t n, int64_t ld_src,
-                     const int32_t* pos, int n_kv_head, int head_dim, const rope_params& rope,
-                     uint16_t* k_cache, uint16_t* v_cache, int64_t ld_cache) override {
+    void relocate_kv(const void* k_src, dtype k_type, const uint16_t* v_src, int64_t n,
+                     int64_t ld_src, const int32_t* pos, int n_kv_head, int head_dim,
+                     const rope_params& rope, uint16_t* k_cache, uint16_t* v_cache,
+                     int64_t ld_cache) override {
         mine(k_src, 1, "relocate k_src");
         mine(v_src, 1, "relocate v_src");
         mine(pos, 1, "relocate pos");
@@ -173,8 +174,8 @@ public:
         mine(k_cache, 1, "relocate k_cache");
         mine(v_cache, 1, "relocate v_cache");
         ++relocations;
-        cpu_->relocate_kv(k_src, v_src, n, ld_src, pos, n_kv_head, head_dim, rope, k_cache, v_cache,
-                          ld_cache);
+        cpu_->relocate_kv(k_src, k_type, v_src, n, ld_src, pos, n_kv_head, head_dim, rope, k_cache,
+                          v_cache, ld_cache);
     }
     void kv_deviation(const float* fresh, int64_t ld_fresh, const uint16_t* cached,
                       int64_t ld_cached, int64_t n, int64_t width, float* d) override {

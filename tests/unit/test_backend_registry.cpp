@@ -69,8 +69,8 @@ public:
     void attention(const cb::attention_args&) override {}
     void swiglu(const float*, const float*, int64_t, int64_t, int64_t, float*) override {}
     void add_rows(float*, const float*, int64_t, int64_t, int64_t) override {}
-    void relocate_kv(const float*, const uint16_t*, int64_t, int64_t, const int32_t*, int, int,
-                     const cb::rope_params&, uint16_t*, uint16_t*, int64_t) override {}
+    void relocate_kv(const void*, cb::dtype, const uint16_t*, int64_t, int64_t, const int32_t*, int,
+                     int, const cb::rope_params&, uint16_t*, uint16_t*, int64_t) override {}
     void kv_deviation(const float*, int64_t, const uint16_t*, int64_t, int64_t, int64_t,
                       float*) override {}
     void attention_mass(const cb::attention_args&, float*) override {}

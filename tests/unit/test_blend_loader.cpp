@@ -27,6 +27,10 @@ float k_value(int chunk, int32_t layer, int64_t t, int64_t j) {
 uint16_t v_value(int chunk, int32_t layer, int64_t t, int64_t j) {
     return static_cast<uint16_t>(chunk * 4000 + layer * 100 + t * k_kv_dim + j);
 }
+// K's bits when the loader asks for f16 keys (as the f16 format stores them): distinct as well.
+uint16_t k16_value(int chunk, int32_t layer, int64_t t, int64_t j) {
+    return static_cast<uint16_t>(v_value(chunk, layer, t, j) ^ 0x5555u);
+}
 
 // Counts how many reads of layer `rendezvous_layer` are in progress at once, across readers, and
 // holds each such read until `want` are (or 2 s pass: a loader that reads one chunk at a time
@@ -62,13 +66,17 @@ public:
     const chunk_kv_meta& meta() const override { return meta_; }
     const std::vector<token_id>& tokens() const override { return tokens_; }
     uint64_t bytes_read() const override { return bytes_; }
-    void read_layer(int32_t layer, float* k, uint16_t* v, int64_t ld) override {
+    void read_layer_as(int32_t layer, void* k, dtype k_type, uint16_t* v, int64_t ld) override {
         if (layer == fail_layer) throw error(status::corrupt, "fake: layer is damaged");
         const bool probed = probe_ && layer == probe_->rendezvous_layer;
         if (probed) probe_->enter();
         for (int64_t t = 0; t < meta_.n_tokens; ++t) {
             for (int64_t j = 0; j < k_kv_dim; ++j) {
-                k[t * ld + j] = k_value(chunk_, layer, t, j);
+                if (k_type == dtype::f16) {
+                    static_cast<uint16_t*>(k)[t * ld + j] = k16_value(chunk_, layer, t, j);
+                } else {
+                    static_cast<float*>(k)[t * ld + j] = k_value(chunk_, layer, t, j);
+                }
                 v[t * ld + j] = v_value(chunk_, layer, t, j);
             }
         }
@@ -102,16 +110,23 @@ struct chunks {
     }
 };
 
-// Every row of `layer` holds its chunk's values.
-void expect_layer(const chunks& ch, int32_t layer, const float* k, const uint16_t* v) {
+// Every row of `layer` holds its chunk's values, K in the type the loader was asked for.
+void expect_layer(const chunks& ch, int32_t layer, const kv_layer_rows& rows) {
     for (size_t c = 0; c < ch.owned.size(); ++c) {
         const int32_t n = ch.owned[c]->meta().n_tokens;
         for (int64_t t = 0; t < n; ++t) {
             for (int64_t j = 0; j < k_kv_dim; ++j) {
                 const int64_t at = (ch.offsets[c] + t) * k_kv_dim + j;
-                ASSERT_EQ(k[at], k_value(static_cast<int>(c), layer, t, j))
-                    << "chunk " << c << " layer " << layer << " row " << t;
-                ASSERT_EQ(v[at], v_value(static_cast<int>(c), layer, t, j));
+                if (rows.k_type == dtype::f16) {
+                    ASSERT_EQ(static_cast<const uint16_t*>(rows.k)[at],
+                              k16_value(static_cast<int>(c), layer, t, j))
+                        << "chunk " << c << " layer " << layer << " row " << t;
+                } else {
+                    ASSERT_EQ(static_cast<const float*>(rows.k)[at],
+                              k_value(static_cast<int>(c), layer, t, j))
+                        << "chunk " << c << " layer " << layer << " row " << t;
+                }
+                ASSERT_EQ(rows.v[at], v_value(static_cast<int>(c), layer, t, j));
             }
         }
     }
@@ -121,8 +136,8 @@ void expect_layer(const chunks& ch, int32_t layer, const float* k, const uint16_
 void expect_layers(layer_loader& loader, const chunks& ch, int32_t from, int32_t to) {
     for (int32_t l = from; l < to; ++l) {
         double wait = 0;
-        const auto [k, v] = loader.acquire(l, &wait);
-        expect_layer(ch, l, k, v);
+        const kv_layer_rows rows = loader.acquire(l, &wait);
+        expect_layer(ch, l, rows);
         loader.release(l);
     }
 }
@@ -133,11 +148,31 @@ TEST(BlendLoader, EveryThreadCountFillsTheSameRows) {
     for (int threads : {1, 2, 3, 7, 16}) {
         SCOPED_TRACE(threads);
         loader_memory mem;
-        layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, {1, 2, 3, 4, 5},
-                            threads);
+        layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, dtype::f32,
+                            {1, 2, 3, 4, 5}, threads);
         expect_layers(loader, ch, 1, 6);
         EXPECT_GT(loader.busy_ms(), 0);
     }
+}
+
+// f16 keys (the f16 format, as stored) land at the same rows, half as wide: the offsets into the
+// K slot are in elements of the asked type.
+TEST(BlendLoader, F16KeysLandAsStored) {
+    const auto be = make_cpu_backend(1);
+    const chunks ch({5, 17, 1, 9, 33}, 4);
+    for (int threads : {1, 3}) {
+        SCOPED_TRACE(threads);
+        loader_memory mem;
+        layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, dtype::f16,
+                            {0, 1, 2, 3}, threads);
+        EXPECT_EQ(loader.k_type(), dtype::f16);
+        expect_layers(loader, ch, 0, 4);
+    }
+    loader_memory mem;
+    EXPECT_THROW(layer_loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, dtype::q8_0,
+                              {0}, 1),
+                 error)
+        << "keys are f32 or f16";
 }
 
 TEST(BlendLoader, ALayersChunksAreReadAtOnce) {
@@ -147,7 +182,8 @@ TEST(BlendLoader, ALayersChunksAreReadAtOnce) {
     probe.want = 3;
     const chunks ch({4, 4, 4, 4, 4, 4}, 4, &probe);
     loader_memory mem;
-    layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, {0, 1, 2, 3}, 3);
+    layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, dtype::f32,
+                        {0, 1, 2, 3}, 3);
     expect_layers(loader, ch, 0, 4);
     EXPECT_EQ(probe.peak, 3) << "three threads read layer 2's six chunks";
 }
@@ -159,8 +195,8 @@ TEST(BlendLoader, TheFailingReaderIsReportedAndItsLayerNeverPublished) {
     for (int threads : {1, 4}) {
         SCOPED_TRACE(threads);
         loader_memory mem;
-        layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, {0, 1, 2, 3, 4},
-                            threads);
+        layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, dtype::f32,
+                            {0, 1, 2, 3, 4}, threads);
         expect_layers(loader, ch, 0, 2);
         double wait = 0;
         try {
@@ -184,14 +220,14 @@ TEST(BlendLoader, DestroyingMidStreamStopsEveryThread) {
     for (int threads : {1, 4}) {
         loader_memory mem;
         {
-            layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, layers,
-                                threads);
+            layer_loader loader(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim, dtype::f32,
+                                layers, threads);
             double wait = 0;
             loader.acquire(0, &wait);
         }
         {
             layer_loader never_acquired(*be, &mem, ch.readers, ch.offsets, ch.n_rows, k_kv_dim,
-                                        layers, threads);
+                                        dtype::f32, layers, threads);
         }
     }
 }

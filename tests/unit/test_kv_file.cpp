@@ -340,7 +340,7 @@ TEST(KvFileQ8, EdgeValues) {
     const float kin[8] = {0, 0, -0.0f, 0, 1e-9f, -2e-9f, 0, 3e-9f};
     const float vin[8] = {1000, 1, -1, 0.5f, -60000, 7, 0, 1};
     kv_file::encode_layer(m, kin, vin, 8, buf.data());
-    kv_file::decode_layer(m, buf.data(), k.data(), v.data(), 8);
+    kv_file::decode_layer(m, buf.data(), k.data(), dtype::f32, v.data(), 8);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(k[size_t(i)], 0.0f);
     // scale underflows to the smallest f16 subnormal (2^-24): error within half of it
     for (int i = 4; i < 8; ++i) EXPECT_NEAR(k[size_t(i)], kin[i], 3e-8);
@@ -549,6 +549,47 @@ TEST_F(KvFile, ReadLayerArgumentChecks) {
     }
     EXPECT_THROW(r.reader->read_layer(0, k.data(), v.data(), m.kv_dim() - 1), error);
     EXPECT_THROW(r.reader->read_layer(0, nullptr, v.data(), m.kv_dim()), error);
+}
+
+// The f16 format hands its keys over as stored (stored_k_type): the same values as the f32 read,
+// not widened; formats whose keys are not f16 refuse an f16 read before reading anything.
+TEST_F(KvFile, KeysReadAsStored) {
+    for (const kv_format f : {kv_format::f16, kv_format::q8, kv_format::exact}) {
+        SCOPED_TRACE(kv_format_name(f));
+        chunk_kv_meta m = small_meta();
+        m.format = f;
+        const std::string path = write_file(m, 5, std::string("s-") + kv_format_name(f) + ".kv");
+        kv_open_result r = open(path, m, 5);
+        ASSERT_EQ(r.status, kv_open_status::ok);
+        const int64_t ld = m.kv_dim() + 3;
+        const size_t n = size_t(m.n_tokens * ld);
+        std::vector<float> k32(n);
+        std::vector<uint16_t> v32(n), k16(n, 0xdead), v16(n);
+        EXPECT_EQ(stored_k_type(f), f == kv_format::f16 ? dtype::f16 : dtype::f32);
+        for (int l = 0; l < m.n_layer; ++l) {
+            r.reader->read_layer(l, k32.data(), v32.data(), ld);
+            const uint64_t before = r.reader->bytes_read();
+            if (f != kv_format::f16) {
+                try {
+                    r.reader->read_layer_as(l, k16.data(), dtype::f16, v16.data(), ld);
+                    ADD_FAILURE() << "f16 keys from a format that does not store them";
+                } catch (const error& e) {
+                    EXPECT_EQ(e.code(), status::invalid_arg) << e.what();
+                }
+                EXPECT_EQ(r.reader->bytes_read(), before) << "refused before reading";
+                continue;
+            }
+            r.reader->read_layer_as(l, k16.data(), dtype::f16, v16.data(), ld);
+            for (int64_t t = 0; t < m.n_tokens; ++t) {
+                for (int64_t j = 0; j < m.kv_dim(); ++j) {
+                    const size_t i = size_t(t * ld + j);
+                    ASSERT_EQ(fp16_to_fp32(k16[i]), k32[i]) << "layer " << l << " row " << t;
+                    ASSERT_EQ(v16[i], v32[i]);
+                }
+            }
+        }
+        EXPECT_THROW(r.reader->read_layer_as(0, k16.data(), dtype::q4_0, v16.data(), ld), error);
+    }
 }
 
 TEST(KvFileBuilder, MisuseIsReported) {

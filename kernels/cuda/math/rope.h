@@ -77,26 +77,32 @@ CBL_HD inline void rope_pair(float* v, const rope_consts& k, int32_t pos, int i)
     rope_rotate(&v[d0], &v[d1], cos_f(t), sin_f(t));
 }
 
-// Pair p in [0, ceil(head_dim / 2)) of one cached head: pairs p < n_rot rotate K to pos (f32 ->
-// f16, as the CPU); the others carry K dims 2p, 2p+1, which lie at or past n_dims in both styles,
-// unrotated into f16. V dims 2p, 2p+1 are copied in every case.
-CBL_HD inline void relocate_pair(const float* ks, const uint16_t* vs, uint16_t* kd,
-                                 uint16_t* vd, int head_dim, const rope_consts& k, int32_t pos,
-                                 int p) {
+// A stored key element in f32: keys arrive in f32 (exact format) or as f16 bits (f16 format),
+// whose widening is exact, so both give the rotation the same input.
+CBL_HD inline float key_f32(const float* ks, int i) { return ks[i]; }
+CBL_HD inline float key_f32(const uint16_t* ks, int i) { return h2f(ks[i]); }
+
+// Pair p in [0, ceil(head_dim / 2)) of one cached head: pairs p < n_rot rotate K to pos (in f32,
+// rounded to f16, as the CPU); the others carry K dims 2p, 2p+1, which lie at or past n_dims in
+// both styles, unrotated into f16. V dims 2p, 2p+1 are copied in every case. Key: float or
+// uint16_t (f16 bits).
+template <typename Key>
+CBL_HD inline void relocate_pair(const Key* ks, const uint16_t* vs, uint16_t* kd, uint16_t* vd,
+                                 int head_dim, const rope_consts& k, int32_t pos, int p) {
     const int e0 = 2 * p, e1 = 2 * p + 1;
     vd[e0] = vs[e0];
     if (e1 < head_dim) vd[e1] = vs[e1];
     if (p < k.n_rot) {
         int d0, d1;
         rope_pair_dims(k, p, &d0, &d1);
-        float x0 = ks[d0], x1 = ks[d1];
+        float x0 = key_f32(ks, d0), x1 = key_f32(ks, d1);
         const float t = rope_angle(k, pos, p);
         rope_rotate(&x0, &x1, cos_f(t), sin_f(t));
         kd[d0] = f2h(x0);
         kd[d1] = f2h(x1);
     } else {
-        kd[e0] = f2h(ks[e0]);
-        if (e1 < head_dim) kd[e1] = f2h(ks[e1]);
+        kd[e0] = f2h(key_f32(ks, e0));
+        if (e1 < head_dim) kd[e1] = f2h(key_f32(ks, e1));
     }
 }
 
