@@ -9,6 +9,7 @@
 #                                     (mimalloc off there) and run the whole suite again, then
 #                                     build the threading tests with ThreadSanitizer in build-tsan
 #                                     (8 threads sharing one runtime; FAISS single-threaded there)
+#                                     and the CUDA ops on the emulator with it (build-emu-tsan)
 # CBL_TEST_JOBS sets ctest's parallelism (default 2); extra ctest arguments go after `--`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -168,6 +169,19 @@ if ((sanitize)); then
   OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}" \
     ctest --test-dir build-tsan --output-on-failure --no-tests=error -j 1 \
       -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+
+  # The CUDA kernels' races within a block: under ThreadSanitizer the emulator's threads are
+  # fibers TSan knows, ordered only by __syncthreads and shuffles (tests/cuda-emulator/fibers.cpp),
+  # so two threads touching the same memory without a barrier between them are reported whatever
+  # order they ran in (a missing __syncthreads). The long attention cases are left out there
+  # (CBL_BACKEND_OPS_SHORT).
+  phase "build (CUDA emulator under ThreadSanitizer, build-emu-tsan/)"
+  BUILD_DIR=build-emu-tsan bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
+    -DCBL_MIMALLOC=OFF -DCBL_SANITIZE=thread -- test_cuda_emulator test_backend_ops
+  phase "ctest (every CUDA op on the emulator under ThreadSanitizer: races within a block)"
+  CBL_BACKEND_OPS_SHORT=1 TSAN_OPTIONS="second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}" \
+    ctest --test-dir build-emu-tsan --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
+      -R '^(test_cuda_emulator|test_backend_ops)$'
 
   phase "build (address,undefined sanitizers, build-asan/)"
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \

@@ -16,6 +16,22 @@
 #error "the CUDA emulator switches fibers with x86-64 assembly"
 #endif
 
+// Under ThreadSanitizer (CBL_SANITIZE=thread) every emulated thread is a fiber TSan knows, and
+// switching between them implies no ordering: only __syncthreads and shuffles order a block's
+// threads (their arrivals happen before their departures), and a block's start and end order it
+// after the host's work and before the next block's. So two threads of a block touching the same
+// memory, one of them writing, with no barrier between them, are reported as a data race however
+// the emulator happened to schedule them: the missing __syncthreads the GPU would race on. This
+// file itself is not instrumented (CMakeLists.txt defines CBL_EMU_TSAN for it instead): its
+// bookkeeping is the emulator's, not the kernels'. Blocks run one after another on one host
+// thread, so races between blocks are not seen.
+#if defined(CBL_EMU_TSAN) && CBL_EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#else
+#undef CBL_EMU_TSAN
+#define CBL_EMU_TSAN 0
+#endif
+
 // cbl_emu_switch(save, to): saves the callee-saved registers and the stack pointer into *save,
 // then resumes the context whose stack pointer is `to`.
 extern "C" void cbl_emu_switch(void** save, void* to);
@@ -54,8 +70,15 @@ enum class fiber_state { ready, waiting, done };
 struct barrier {
     int arrived = 0;
     uint64_t generation = 0;  // completed rounds
-    std::vector<int> waiters;
-    unsigned mask = 0;  // a warp's shuffle round: the lanes it names
+    std::vector<int> waiters;  // capacity reserved per grid: no allocation while threads run
+    unsigned mask = 0;         // a warp's shuffle round: the lanes it names
+
+    void reset() {
+        arrived = 0;
+        generation = 0;
+        waiters.clear();
+        mask = 0;
+    }
 };
 
 // A lane's part in a shuffle round: its value, where its result goes, the lane it reads.
@@ -69,6 +92,7 @@ struct shuffle_slot {
 struct fiber {
     void* sp = nullptr;
     fiber_state state = fiber_state::ready;
+    void* tsan = nullptr;  // its ThreadSanitizer fiber (CBL_EMU_TSAN)
 };
 
 // One block's run: fibers that can run wait in `ready` (a ring of thread indices); a barrier
@@ -82,6 +106,11 @@ struct block_run {
     int live = 0;
     int current = 0;
     void* scheduler_sp = nullptr;
+    void* scheduler_tsan = nullptr;  // the host thread's own ThreadSanitizer fiber
+    // ThreadSanitizer's order of a block (hb_release/hb_acquire addresses): the host's work
+    // before the block's threads start; the threads' exits before the host goes on. Two, so a
+    // thread that exits orders nothing before a thread of its block that starts after it.
+    char start_sync = 0, end_sync = 0;
     std::vector<fiber> fibers;
     std::vector<int> ready;  // ring buffer of thread indices, capacity threads
     size_t head = 0, count = 0;
@@ -125,6 +154,48 @@ struct stack_pool {
 };
 thread_local stack_pool t_stacks;
 
+// Happens-before for ThreadSanitizer (no-ops otherwise): `release` at an address orders what the
+// running fiber did before it before whatever a later `acquire` of that address does.
+void hb_release(const void* at) {
+#if CBL_EMU_TSAN
+    __tsan_release(const_cast<void*>(at));
+#else
+    (void)at;
+#endif
+}
+void hb_acquire(const void* at) {
+#if CBL_EMU_TSAN
+    __tsan_acquire(const_cast<void*>(at));
+#else
+    (void)at;
+#endif
+}
+
+// Thread i's ThreadSanitizer fiber on this host thread, kept for every block it runs (blocks are
+// ordered by their start and end, so one fiber per thread index loses nothing); nullptr outside
+// ThreadSanitizer.
+void* tsan_fiber(size_t i) {
+#if CBL_EMU_TSAN
+    thread_local std::vector<void*> fibers;
+    while (fibers.size() <= i) fibers.push_back(__tsan_create_fiber(0));
+    return fibers[i];
+#else
+    (void)i;
+    return nullptr;
+#endif
+}
+
+// Resumes the context at stack pointer `to` (ThreadSanitizer's fiber `to_tsan`), saving the
+// running one's into *save. The switch itself orders nothing.
+void switch_to(void** save, void* to, void* to_tsan) {
+#if CBL_EMU_TSAN
+    __tsan_switch_to_fiber(to_tsan, __tsan_switch_to_fiber_no_sync);
+#else
+    (void)to_tsan;
+#endif
+    cbl_emu_switch(save, to);
+}
+
 void set_coords(block_run& r, int i) {
     const unsigned bx = r.coords.block_dim.x, by = r.coords.block_dim.y;
     r.current = i;
@@ -136,12 +207,13 @@ void set_coords(block_run& r, int i) {
 void switch_away(void** save) {
     block_run& r = *t_run;
     if (r.count == 0 || !r.error.empty()) {
-        cbl_emu_switch(save, r.scheduler_sp);
+        switch_to(save, r.scheduler_sp, r.scheduler_tsan);
         return;
     }
     const int next = r.pop();
     set_coords(r, next);
-    cbl_emu_switch(save, r.fibers[size_t(next)].sp);
+    const fiber& f = r.fibers[size_t(next)];
+    switch_to(save, f.sp, f.tsan);
 }
 
 void release(block_run& r, barrier& b) {
@@ -177,8 +249,13 @@ void deliver(block_run& r, barrier& b, int last) {
 // delivers its shuffle round before it releases the lanes.
 void arrive_and_wait(barrier& b, int expected, bool shuffle = false) {
     block_run& r = *t_run;
+    hb_release(&b);  // what this thread did before arriving, before every thread's departure
     if (++b.arrived >= expected) {
-        if (shuffle) deliver(r, b, r.current);
+        hb_acquire(&b);  // the last to arrive reads the others' values
+        if (shuffle) {
+            deliver(r, b, r.current);
+            hb_release(&b);  // and writes their results before they go on
+        }
         release(r, b);
         return;
     }
@@ -187,6 +264,7 @@ void arrive_and_wait(barrier& b, int expected, bool shuffle = false) {
     b.waiters.push_back(self);
     switch_away(&r.fibers[size_t(self)].sp);
     set_coords(r, self);  // resumed: by a fiber or the scheduler that picked this one
+    hb_acquire(&b);
 }
 
 // Never returns, so under AddressSanitizer its frame's redzones would stay poisoned at the top of
@@ -194,12 +272,14 @@ void arrive_and_wait(barrier& b, int expected, bool shuffle = false) {
 // normally and cleans up after itself).
 extern "C" [[noreturn]] __attribute__((no_sanitize("address"))) void cbl_emu_fiber_main() {
     block_run& r = *t_run;
+    hb_acquire(&r.start_sync);  // after the host's work and the blocks before this one
     try {
         (*r.body)();
     } catch (...) {
         if (r.error.empty()) r.error = "a thread threw a C++ exception";
     }
     const int self = r.current;
+    hb_release(&r.end_sync);  // before the blocks after this one and the host's next work
     r.fibers[size_t(self)].state = fiber_state::done;
     // An exited thread no longer holds back __syncthreads (as on the hardware), nor a shuffle
     // whose mask names it (a lane reading from it fails in deliver()).
@@ -210,7 +290,9 @@ extern "C" [[noreturn]] __attribute__((no_sanitize("address"))) void cbl_emu_fib
     alive &= ~(1u << (self & 31));
     barrier& wb = r.warp_barriers[size_t(self >> 5)];
     if (wb.arrived > 0 && wb.arrived >= __builtin_popcount(wb.mask & alive)) {
+        hb_acquire(&wb);  // this exit completes the round: deliver as its last arrival would
         deliver(r, wb, -1);
+        hb_release(&wb);
         release(r, wb);
     }
     void* unused;
@@ -233,8 +315,8 @@ std::string block_name(const dim3& b) {
 // Runs one block to completion; false (and r.error) when it fails.
 bool run_block(block_run& r, bool reverse) {
     r.live = r.threads;
-    r.block_barrier = barrier{};
-    for (barrier& b : r.warp_barriers) b = barrier{};
+    r.block_barrier.reset();
+    for (barrier& b : r.warp_barriers) b.reset();
     for (size_t w = 0; w < r.warp_live.size(); ++w) {
         const int n = std::min(32, r.threads - int(w) * 32);
         r.warp_live[w] = n == 32 ? ~0u : (1u << n) - 1;
@@ -247,14 +329,19 @@ bool run_block(block_run& r, bool reverse) {
             r.error = "no memory for the block's thread stacks";
             return false;
         }
-        r.fibers[size_t(i)] = fiber{initial_sp(top), fiber_state::ready};
+        r.fibers[size_t(i)] = fiber{initial_sp(top), fiber_state::ready, tsan_fiber(size_t(i))};
         r.push(i);
     }
     block_run* outer = t_run;
     const thread_coords outer_coords = t_coords;
     t_run = &r;
     t_coords = r.coords;
+#if CBL_EMU_TSAN
+    r.scheduler_tsan = __tsan_get_current_fiber();
+#endif
+    hb_release(&r.start_sync);
     switch_away(&r.scheduler_sp);  // back here when no fiber is ready
+    hb_acquire(&r.end_sync);
     t_run = outer;
     t_coords = outer_coords;
     if (!r.error.empty()) return false;
@@ -273,6 +360,8 @@ void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void(
     r.fibers.resize(size_t(r.threads));
     r.ready.resize(size_t(r.threads));
     r.warp_barriers.resize(size_t((r.threads + 31) / 32));
+    r.block_barrier.waiters.reserve(size_t(r.threads));
+    for (barrier& b : r.warp_barriers) b.waiters.reserve(32);
     r.warp_live.resize(r.warp_barriers.size());
     r.lanes.resize(size_t(r.threads));
     r.coords.block_dim = block;

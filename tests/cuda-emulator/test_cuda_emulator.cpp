@@ -199,6 +199,34 @@ TEST(CudaEmulatorDeathTest, AKernelReadingPastAnAllocationIsReportedUnderAddress
 #endif
 }
 
+#if defined(__SANITIZE_THREAD__)
+// Each thread reads its neighbour's shared value with no __syncthreads between the write and the
+// read: a race on a GPU, whatever order the emulator ran the threads in.
+__global__ void missing_barrier_kernel(int* out) {
+    __shared__ int v[64];
+    const int t = int(threadIdx.x);
+    v[t] = t;
+    out[t] = v[(t + 1) % int(blockDim.x)];
+}
+#endif
+
+// Two threads of a block on the same memory, one writing, with no barrier between them, are
+// ThreadSanitizer's to find (fibers.cpp: switching threads orders nothing, barriers do); the
+// report makes the process exit with TSan's failure code.
+TEST(CudaEmulatorDeathTest, AMissingBarrierIsADataRaceUnderThreadSanitizer) {
+#if !defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "races are checked in the ThreadSanitizer build (build-emu-tsan/)";
+#else
+    EXPECT_EXIT(
+        {
+            device_array<int> out(64);
+            LAUNCH(1, 64, nullptr, missing_barrier_kernel)(out.p);
+            std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
+        },
+        exited_with_failure, "ThreadSanitizer: data race");
+#endif
+}
+
 __global__ void add_one_kernel(int* p, int n) {
     const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) p[i] += 1;
