@@ -170,15 +170,17 @@ if ((sanitize)); then
     ctest --test-dir build-tsan --output-on-failure --no-tests=error -j 1 \
       -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
 
-  # The CUDA kernels' races within a block: under ThreadSanitizer the emulator's threads are
-  # fibers TSan knows, ordered only by __syncthreads and shuffles (tests/cuda-emulator/fibers.cpp),
-  # so two threads touching the same memory without a barrier between them are reported whatever
-  # order they ran in (a missing __syncthreads). The long attention cases are left out there
-  # (CBL_BACKEND_OPS_SHORT).
+  # The CUDA kernels' races: under ThreadSanitizer the emulator's threads are fibers TSan knows,
+  # ordered only by __syncthreads (tests/cuda-emulator/fibers.cpp), so two threads of a block
+  # touching the same memory without a barrier between them are reported whatever order they ran
+  # in (a missing __syncthreads), and a grid's blocks run on two host threads, so blocks racing
+  # are too. The long attention cases are left out there (CBL_BACKEND_OPS_SHORT). About 2 minutes
+  # of tests.
   phase "build (CUDA emulator under ThreadSanitizer, build-emu-tsan/)"
-  BUILD_DIR=build-emu-tsan bash scripts/build.sh -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
+  BUILD_DIR=build-emu-tsan BUILD_TYPE=RelWithDebInfo bash scripts/build.sh \
+    -DCBL_ENGINE_ONLY=ON -DCBL_CUDA_EMULATOR=ON \
     -DCBL_MIMALLOC=OFF -DCBL_SANITIZE=thread -- test_cuda_emulator test_backend_ops
-  phase "ctest (every CUDA op on the emulator under ThreadSanitizer: races within a block)"
+  phase "ctest (every CUDA op on the emulator under ThreadSanitizer: races in and between blocks)"
   CBL_BACKEND_OPS_SHORT=1 TSAN_OPTIONS="second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}" \
     ctest --test-dir build-emu-tsan --output-on-failure --no-tests=error -j "${CBL_TEST_JOBS:-2}" \
       -R '^(test_cuda_emulator|test_backend_ops)$'

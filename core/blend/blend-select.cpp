@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/util/error.h"
 #include "kernels/fp16.h"
 
 namespace cacheblend {
@@ -118,6 +119,8 @@ std::vector<float> deviation_scores(backend& be, const select_args& a,
         s->cached.resize(static_cast<size_t>(std::max<int64_t>(1, mr * a.kv_dim)));
     }
     std::vector<float> total(static_cast<size_t>(mr), 0.f);
+    if (a.cached_k && a.cached_k_type != dtype::f32 && a.cached_k_type != dtype::f16)
+        throw error(status::internal, "select: cached K rows are f32 or f16");
     if (a.deviation == deviation_kind::random) {
         for (int64_t i = 0; i < mr; ++i) {
             const auto row = static_cast<uint64_t>(

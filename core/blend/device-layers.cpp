@@ -16,6 +16,8 @@ device_layers::device_layers(backend& be, device_layer_memory* mem, int64_t n_ro
                (k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float))),
       v_bytes_(static_cast<size_t>(n_rows * kv_dim) * sizeof(uint16_t)),
       acquire_(std::move(acquire)) {
+    if (k_type != dtype::f32 && k_type != dtype::f16)
+        throw error(status::internal, "device_layers: K rows are f32 or f16");
     for (int i = 0; i < 2; ++i) {
         grow_buffer<uint8_t>(be_, &mem_->k[i], k_bytes_);
         grow_buffer<uint16_t>(be_, &mem_->v[i], v_bytes_ / sizeof(uint16_t));

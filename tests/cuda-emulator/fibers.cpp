@@ -5,8 +5,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_emulator.h"
@@ -23,8 +26,8 @@
 // memory, one of them writing, with no barrier between them, are reported as a data race however
 // the emulator happened to schedule them: the missing __syncthreads the GPU would race on. This
 // file itself is not instrumented (CMakeLists.txt defines CBL_EMU_TSAN for it instead): its
-// bookkeeping is the emulator's, not the kernels'. Blocks run one after another on one host
-// thread, so races between blocks are not seen.
+// bookkeeping is the emulator's, not the kernels'. A grid's blocks run on two host threads there
+// (block_workers), so races between blocks on different ones are reported as well.
 #if defined(CBL_EMU_TSAN) && CBL_EMU_TSAN
 #include <sanitizer/tsan_interface.h>
 #else
@@ -72,6 +75,11 @@ struct barrier {
     uint64_t generation = 0;  // completed rounds
     std::vector<int> waiters;  // capacity reserved per grid: no allocation while threads run
     unsigned mask = 0;         // a warp's shuffle round: the lanes it names
+    // ThreadSanitizer's order of a round (hb_release/hb_acquire): round g's arrivals release at
+    // sync[g % 2], its departures acquire there. Two addresses, because the last to arrive runs
+    // on into the next round while the others have yet to depart this one; round g + 2 cannot
+    // begin before every thread has departed round g.
+    char sync[2] = {0, 0};
 
     void reset() {
         arrived = 0;
@@ -226,6 +234,26 @@ void release(block_run& r, barrier& b) {
     ++b.generation;
 }
 
+// Copies a shuffled value (at most 8 bytes) with fixed-size moves in this uninstrumented file, so
+// ThreadSanitizer sees no access: a shuffle exchanges registers and orders no memory (CUDA:
+// the shuffle intrinsics imply no memory barrier), so it must neither race nor synchronize.
+void copy_value(void* to, const void* from, size_t bytes) {
+    auto* d = static_cast<unsigned char*>(to);
+    const auto* s = static_cast<const unsigned char*>(from);
+    if (bytes == 8) {
+        uint64_t v;
+        __builtin_memcpy(&v, s, 8);
+        __builtin_memcpy(d, &v, 8);
+    } else if (bytes == 4) {
+        uint32_t v;
+        __builtin_memcpy(&v, s, 4);
+        __builtin_memcpy(d, &v, 4);
+    } else {
+        for (size_t i = 0; i < bytes && i < 8; ++i)
+            static_cast<volatile unsigned char*>(d)[i] = s[i];
+    }
+}
+
 // Completes a warp's shuffle round: every participant (the waiters, and `last` unless it is -1)
 // gets its source lane's value, which must be a participant too (not exited, named in the mask).
 void deliver(block_run& r, barrier& b, int last) {
@@ -239,23 +267,22 @@ void deliver(block_run& r, barrier& b, int last) {
                       ", which has exited or is not in the mask";
             return;
         }
-        std::memcpy(me.out, &r.lanes[size_t(me.src)].value, me.bytes);
+        copy_value(me.out, &r.lanes[size_t(me.src)].value, me.bytes);
     };
     for (int w : b.waiters) give(w);
     if (last >= 0) give(last);
 }
 
 // Waits until `b` has `expected` arrivals (the last to arrive goes on at once). A warp barrier
-// delivers its shuffle round before it releases the lanes.
+// delivers its shuffle round before it releases the lanes. Only __syncthreads orders memory:
+// what a thread did before arriving happens before every thread's departure.
 void arrive_and_wait(barrier& b, int expected, bool shuffle = false) {
     block_run& r = *t_run;
-    hb_release(&b);  // what this thread did before arriving, before every thread's departure
+    const char* sync = &b.sync[b.generation % 2];
+    if (!shuffle) hb_release(sync);
     if (++b.arrived >= expected) {
-        hb_acquire(&b);  // the last to arrive reads the others' values
-        if (shuffle) {
-            deliver(r, b, r.current);
-            hb_release(&b);  // and writes their results before they go on
-        }
+        if (shuffle) deliver(r, b, r.current);
+        if (!shuffle) hb_acquire(sync);
         release(r, b);
         return;
     }
@@ -264,7 +291,7 @@ void arrive_and_wait(barrier& b, int expected, bool shuffle = false) {
     b.waiters.push_back(self);
     switch_away(&r.fibers[size_t(self)].sp);
     set_coords(r, self);  // resumed: by a fiber or the scheduler that picked this one
-    hb_acquire(&b);
+    if (!shuffle) hb_acquire(sync);
 }
 
 // Never returns, so under AddressSanitizer its frame's redzones would stay poisoned at the top of
@@ -290,9 +317,7 @@ extern "C" [[noreturn]] __attribute__((no_sanitize("address"))) void cbl_emu_fib
     alive &= ~(1u << (self & 31));
     barrier& wb = r.warp_barriers[size_t(self >> 5)];
     if (wb.arrived > 0 && wb.arrived >= __builtin_popcount(wb.mask & alive)) {
-        hb_acquire(&wb);  // this exit completes the round: deliver as its last arrival would
         deliver(r, wb, -1);
-        hb_release(&wb);
         release(r, wb);
     }
     void* unused;
@@ -344,6 +369,19 @@ bool run_block(block_run& r, bool reverse) {
     hb_acquire(&r.end_sync);
     t_run = outer;
     t_coords = outer_coords;
+#if CBL_EMU_TSAN
+    // A failed block leaves threads that never exit (stuck at a barrier, or stopped by an error):
+    // order what they did before the host's next work through a synchronizing switch there and
+    // back (TSan's context only; their stacks are not resumed), so a failure is not also reported
+    // as races with the host.
+    if (!r.error.empty() || r.live > 0) {
+        for (const fiber& f : r.fibers) {
+            if (f.state == fiber_state::done) continue;
+            __tsan_switch_to_fiber(f.tsan, 0);
+            __tsan_switch_to_fiber(r.scheduler_tsan, 0);
+        }
+    }
+#endif
     if (!r.error.empty()) return false;
     if (r.live > 0) {
         r.error = std::to_string(r.live) + " of " + std::to_string(r.threads) +
@@ -353,7 +391,16 @@ bool run_block(block_run& r, bool reverse) {
     return true;
 }
 
-void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void()>& body) {
+// A failed block: its index and why.
+struct block_failure {
+    uint64_t block = 0;
+    std::string why;
+};
+
+// Runs blocks first, first + step, ... of the grid (last to first on the reverse schedule) on
+// this host thread; false at the first that fails (*failure says which and why).
+bool run_blocks(dim3 grid, dim3 block, const std::function<void()>& body, uint64_t first,
+                uint64_t step, block_failure* failure) {
     block_run r;
     r.body = &body;
     r.threads = int(block.x * block.y * block.z);
@@ -367,16 +414,121 @@ void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void(
     r.coords.block_dim = block;
     r.coords.grid_dim = grid;
     const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+    if (first >= blocks) return true;
+    const uint64_t n = (blocks - first + step - 1) / step;  // this thread's blocks
     const bool reverse = reverse_order();
-    for (uint64_t k = 0; k < blocks; ++k) {
-        const uint64_t b = reverse ? blocks - 1 - k : k;
+    for (uint64_t k = 0; k < n; ++k) {
+        const uint64_t b = first + (reverse ? n - 1 - k : k) * step;
         r.coords.block_idx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y),
                                   unsigned(b / (uint64_t(grid.x) * grid.y)));
         if (!run_block(r, reverse)) {
-            fail(cudaErrorLaunchFailure, std::string("emulator: kernel ") + name + ", block " +
-                                             block_name(r.coords.block_idx) + ": " + r.error);
-            return;
+            failure->block = b;
+            failure->why = "block " + block_name(r.coords.block_idx) + ": " + r.error;
+            return false;
         }
+    }
+    return true;
+}
+
+#if CBL_EMU_TSAN
+// Under ThreadSanitizer a grid's blocks run on two host threads, block b on worker b % 2, so
+// blocks on different workers are as unordered as on a GPU and a race between them (two blocks
+// writing one element, a block reading what another writes in the same kernel) is reported too.
+// Blocks on one worker are ordered by their start and end (their __shared__ memory, a
+// thread_local, is the worker's). The workers live as long as the process (their fiber stacks
+// and TSan fibers are reused); the host waits for both, so a grid is still one step of its
+// stream. mu_ orders the host's work before a grid and the grid before what follows. The workers
+// start a grid's blocks only once both have taken it, meeting on start_mu_, which no one holds
+// after their blocks begin: a worker slow to wake could otherwise take the job through a lock
+// the other released after its blocks, and that would order them.
+class block_workers {
+public:
+    static constexpr int k_workers = 2;
+
+    static block_workers& get() {
+        static block_workers* w = new block_workers;  // never destroyed: its threads are detached
+        return *w;
+    }
+
+    // Runs every block of the grid; false with the failure of the lowest failing block.
+    bool run(dim3 grid, dim3 block, const std::function<void()>& body, block_failure* failure) {
+        std::unique_lock<std::mutex> lk(mu_);
+        job_ = job{grid, block, &body};
+        failed_.assign(k_workers, false);
+        failures_.assign(k_workers, block_failure{});
+        done_ = 0;
+        {
+            std::lock_guard<std::mutex> s(start_mu_);
+            started_ = 0;
+        }
+        ++generation_;
+        work_cv_.notify_all();
+        done_cv_.wait(lk, [&] { return done_ == k_workers; });
+        bool ok = true;
+        for (int w = 0; w < k_workers; ++w) {
+            if (failed_[size_t(w)] && (ok || failures_[size_t(w)].block < failure->block)) {
+                *failure = failures_[size_t(w)];
+                ok = false;
+            }
+        }
+        return ok;
+    }
+
+private:
+    struct job {
+        dim3 grid, block;
+        const std::function<void()>* body = nullptr;
+    };
+
+    block_workers() {
+        for (int w = 0; w < k_workers; ++w) std::thread([this, w] { work(w); }).detach();
+    }
+
+    void work(int w) {
+        uint64_t seen = 0;
+        std::unique_lock<std::mutex> lk(mu_);
+        for (;;) {
+            work_cv_.wait(lk, [&] { return generation_ != seen; });
+            seen = generation_;
+            const job j = job_;
+            lk.unlock();
+            {
+                std::unique_lock<std::mutex> s(start_mu_);
+                if (++started_ == k_workers) start_cv_.notify_all();
+                start_cv_.wait(s, [&] { return started_ == k_workers; });
+            }
+            block_failure f;
+            const bool ok = run_blocks(j.grid, j.block, *j.body, uint64_t(w), k_workers, &f);
+            lk.lock();
+            if (!ok) {
+                failed_[size_t(w)] = true;
+                failures_[size_t(w)] = f;
+            }
+            if (++done_ == k_workers) done_cv_.notify_all();
+        }
+    }
+
+    std::mutex mu_, start_mu_;
+    std::condition_variable work_cv_, done_cv_, start_cv_;
+    job job_;
+    uint64_t generation_ = 0;
+    int started_ = 0;  // guarded by start_mu_
+    int done_ = 0;
+    std::vector<bool> failed_;
+    std::vector<block_failure> failures_;
+};
+#endif
+
+void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void()>& body) {
+    block_failure f;
+#if CBL_EMU_TSAN
+    const bool ok = block_workers::get().run(grid, block, body, &f);
+#else
+    const bool ok = run_blocks(grid, block, body, 0, 1, &f);
+#endif
+    if (!ok) {
+        fail(cudaErrorLaunchFailure, std::string("emulator: kernel ") + name + ", " + f.why);
+        return;
     }
     check_guards((std::string("kernel ") + name).c_str());
 }
@@ -417,7 +569,7 @@ void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int l
     }
     b.mask = mask;
     shuffle_slot& me = r.lanes[size_t(self)];
-    std::memcpy(&me.value, in, bytes);
+    copy_value(&me.value, in, bytes);
     me.out = out;
     me.bytes = bytes;
     me.src = warp * 32 + src;

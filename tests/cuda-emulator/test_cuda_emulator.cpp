@@ -208,22 +208,63 @@ __global__ void missing_barrier_kernel(int* out) {
     v[t] = t;
     out[t] = v[(t + 1) % int(blockDim.x)];
 }
+
+// After a first barrier, each thread overwrites its value while its neighbour may still be
+// reading it: the barrier before the write is missing (the race is between two barriers).
+__global__ void race_between_barriers_kernel(int* out) {
+    __shared__ int v[64];
+    const int t = int(threadIdx.x);
+    v[t] = t;
+    __syncthreads();
+    const int a = v[(t + 1) % int(blockDim.x)];
+    v[t] = a;
+    __syncthreads();
+    out[t] = v[t];
+}
+
+// A shuffle exchanges values, not memory: the neighbour's shared write is not ordered by it.
+__global__ void shuffle_orders_no_memory_kernel(int* out) {
+    __shared__ int v[32];
+    const int t = int(threadIdx.x);
+    v[t] = t;
+    const int x = __shfl_xor_sync(0xffffffffu, t, 1);
+    out[t] = v[t ^ 1] + x;
+}
+
+// Every block writes the same element: blocks of a grid are unordered on a GPU.
+__global__ void blocks_collide_kernel(int* out) { out[0] = int(blockIdx.x); }
 #endif
 
 // Two threads of a block on the same memory, one writing, with no barrier between them, are
-// ThreadSanitizer's to find (fibers.cpp: switching threads orders nothing, barriers do); the
-// report makes the process exit with TSan's failure code.
+// ThreadSanitizer's to find (fibers.cpp: switching threads orders nothing, barriers do), before
+// a first barrier, between two, and across a shuffle; the report (naming the kernel) makes the
+// process exit with TSan's failure code.
+#define EXPECT_RACE_IN(kernel, blocks, threads)                        \
+    EXPECT_EXIT(                                                       \
+        {                                                              \
+            device_array<int> out(64);                                 \
+            LAUNCH(blocks, threads, nullptr, kernel)(out.p);           \
+            std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3); \
+        },                                                             \
+        exited_with_failure, "ThreadSanitizer: data race(.|\n)*" #kernel)
+
 TEST(CudaEmulatorDeathTest, AMissingBarrierIsADataRaceUnderThreadSanitizer) {
 #if !defined(__SANITIZE_THREAD__)
     GTEST_SKIP() << "races are checked in the ThreadSanitizer build (build-emu-tsan/)";
 #else
-    EXPECT_EXIT(
-        {
-            device_array<int> out(64);
-            LAUNCH(1, 64, nullptr, missing_barrier_kernel)(out.p);
-            std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
-        },
-        exited_with_failure, "ThreadSanitizer: data race");
+    EXPECT_RACE_IN(missing_barrier_kernel, 1, 64);
+    EXPECT_RACE_IN(race_between_barriers_kernel, 1, 64);
+    EXPECT_RACE_IN(shuffle_orders_no_memory_kernel, 1, 32);
+#endif
+}
+
+// So are two blocks of a grid on the same memory (block_workers in fibers.cpp: neighbouring
+// blocks run on different host threads there).
+TEST(CudaEmulatorDeathTest, BlocksWritingOneElementAreADataRaceUnderThreadSanitizer) {
+#if !defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "races are checked in the ThreadSanitizer build (build-emu-tsan/)";
+#else
+    EXPECT_RACE_IN(blocks_collide_kernel, 2, 1);
 #endif
 }
 

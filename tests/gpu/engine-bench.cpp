@@ -92,7 +92,7 @@ void bench_load(session& s, blend_engine& eng, kv_store& store, const blend_requ
             }
             layer_loader loader(s.get_backend(), &mem, readers, offsets, rows,
                                 s.get_model().hparams().kv_dim(),
-                                stored_k_type(readers.front()->meta().format), layers, threads);
+                                stored_k_type(blend_params{}.format), layers, threads);
             double wait = 0;
             for (int32_t l : layers) {
                 loader.acquire(l, &wait);

@@ -308,7 +308,8 @@ protected:
     // memory kept across requests must not carry the first one's layers into the second).
     std::vector<std::vector<float>> blend(session& s, const std::string& store_dir, float ratio,
                                           select_policy policy = select_policy::hkvd,
-                                          deviation_kind dev = deviation_kind::v) {
+                                          deviation_kind dev = deviation_kind::v,
+                                          kv_format format = kv_format::f16) {
         kv_store_params kp;
         kp.dir = store_dir;
         std::shared_ptr<kv_store> store = kv_store::open(kp);
@@ -317,6 +318,7 @@ protected:
         p.ratio = ratio;
         p.select = policy;
         p.deviation = dev;
+        p.format = format;
         p.write_back = false;
         blend_engine eng(s, store, p);
         for (const auto& c : req_.chunks) eng.precompute_chunk(req_.preamble, c);
@@ -388,24 +390,29 @@ TEST_F(DeviceBackendTest, BlendedPrefillMatchesTheCpuBitForBit) {
     EXPECT_EQ(a, b);
 }
 
-// The other signals and schedules on the device path: K deviation (gathered as f32 and rounded
-// on the device), a policy that chooses before layer 0 (every layer streamed), and the question's
-// attention.
+// The other signals, schedules and store formats on the device path: K deviation (f16 keys
+// gathered as stored; f32 keys, of the exact and q8 formats, gathered and rounded on the device,
+// and relocated from f32), a policy that chooses before layer 0 (every layer streamed), and the
+// question's attention.
 TEST_F(DeviceBackendTest, BlendPoliciesMatchTheCpuBitForBit) {
     auto cpu = open("cpu");
     auto dev = open("strict:0");
     struct variant {
         select_policy policy;
         deviation_kind dev;
+        kv_format format;
     };
-    for (const variant& v : {variant{select_policy::hkvd, deviation_kind::kv},
-                             variant{select_policy::sink, deviation_kind::v},
-                             variant{select_policy::query_hkvd, deviation_kind::k}}) {
+    for (const variant& v : {variant{select_policy::hkvd, deviation_kind::kv, kv_format::f16},
+                             variant{select_policy::sink, deviation_kind::v, kv_format::f16},
+                             variant{select_policy::query_hkvd, deviation_kind::k, kv_format::f16},
+                             variant{select_policy::hkvd, deviation_kind::kv, kv_format::exact},
+                             variant{select_policy::hkvd, deviation_kind::k, kv_format::q8}}) {
         const std::string tag = std::string(select_policy_name(v.policy)) + "-" +
-                                std::to_string(static_cast<int>(v.dev));
+                                std::to_string(static_cast<int>(v.dev)) + "-" +
+                                kv_format_name(v.format);
         SCOPED_TRACE(tag);
-        const auto a = blend(*cpu, dir_ + "/kv-cpu-" + tag, 0.15f, v.policy, v.dev);
-        const auto b = blend(*dev, dir_ + "/kv-dev-" + tag, 0.15f, v.policy, v.dev);
+        const auto a = blend(*cpu, dir_ + "/kv-cpu-" + tag, 0.15f, v.policy, v.dev, v.format);
+        const auto b = blend(*dev, dir_ + "/kv-dev-" + tag, 0.15f, v.policy, v.dev, v.format);
         EXPECT_EQ(a, b);
         EXPECT_EQ(strict_backend::unfinished_uploads, 0);
     }
