@@ -2,6 +2,7 @@
 // for its stream, each block's threads as fibers (own stacks, switched by a few instructions of
 // x86-64 assembly at barriers and shuffles only). A block whose live threads all wait, but not at
 // the same barrier, or wait for a lane that has exited, is a launch failure naming the kernel.
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -306,7 +307,6 @@ extern "C" [[noreturn]] __attribute__((no_sanitize("address"))) void cbl_emu_fib
         if (r.error.empty()) r.error = "a thread threw a C++ exception";
     }
     const int self = r.current;
-    hb_release(&r.end_sync);  // before the blocks after this one and the host's next work
     r.fibers[size_t(self)].state = fiber_state::done;
     // An exited thread no longer holds back __syncthreads (as on the hardware), nor a shuffle
     // whose mask names it (a lane reading from it fails in deliver()).
@@ -320,6 +320,9 @@ extern "C" [[noreturn]] __attribute__((no_sanitize("address"))) void cbl_emu_fib
         deliver(r, wb, -1);
         release(r, wb);
     }
+    // Last, so what the exit itself wrote (a failed delivery's error) is ordered too: before the
+    // blocks after this one and the host's next work.
+    hb_release(&r.end_sync);
     void* unused;
     switch_away(&unused);
     __builtin_unreachable();
@@ -445,12 +448,19 @@ class block_workers {
 public:
     static constexpr int k_workers = 2;
 
+    // The process's workers, started on first use. Never destroyed (its threads are detached);
+    // a child forked after they started has none of their threads, so it starts its own.
     static block_workers& get() {
-        static block_workers* w = new block_workers;  // never destroyed: its threads are detached
-        return *w;
+        static bool at_fork = [] {
+            return pthread_atfork(nullptr, nullptr, [] { pool() = nullptr; }) == 0;
+        }();
+        (void)at_fork;
+        if (!pool()) pool() = new block_workers;
+        return *pool();
     }
 
-    // Runs every block of the grid; false with the failure of the lowest failing block.
+    // Runs every block of the grid; false with the failure the sequential run would have met
+    // first (the lowest failing block, the highest on the reverse schedule).
     bool run(dim3 grid, dim3 block, const std::function<void()>& body, block_failure* failure) {
         std::unique_lock<std::mutex> lk(mu_);
         job_ = job{grid, block, &body};
@@ -466,7 +476,9 @@ public:
         done_cv_.wait(lk, [&] { return done_ == k_workers; });
         bool ok = true;
         for (int w = 0; w < k_workers; ++w) {
-            if (failed_[size_t(w)] && (ok || failures_[size_t(w)].block < failure->block)) {
+            const uint64_t b = failures_[size_t(w)].block;
+            if (failed_[size_t(w)] &&
+                (ok || (reverse_order() ? b > failure->block : b < failure->block))) {
                 *failure = failures_[size_t(w)];
                 ok = false;
             }
@@ -479,6 +491,11 @@ private:
         dim3 grid, block;
         const std::function<void()>* body = nullptr;
     };
+
+    static block_workers*& pool() {
+        static block_workers* p = nullptr;
+        return p;
+    }
 
     block_workers() {
         for (int w = 0; w < k_workers; ++w) std::thread([this, w] { work(w); }).detach();
@@ -498,7 +515,12 @@ private:
                 start_cv_.wait(s, [&] { return started_ == k_workers; });
             }
             block_failure f;
-            const bool ok = run_blocks(j.grid, j.block, *j.body, uint64_t(w), k_workers, &f);
+            bool ok = false;
+            try {
+                ok = run_blocks(j.grid, j.block, *j.body, uint64_t(w), k_workers, &f);
+            } catch (...) {  // no memory for a block's bookkeeping: fail the grid, not the process
+                f.why = "the emulator's worker failed (out of memory?)";
+            }
             lk.lock();
             if (!ok) {
                 failed_[size_t(w)] = true;

@@ -246,7 +246,8 @@ __global__ void blocks_collide_kernel(int* out) { out[0] = int(blockIdx.x); }
             LAUNCH(blocks, threads, nullptr, kernel)(out.p);           \
             std::exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3); \
         },                                                             \
-        exited_with_failure, "ThreadSanitizer: data race(.|\n)*" #kernel)
+        exited_with_failure,                                           \
+        "ThreadSanitizer: data race(.|\n)*" #kernel "(.|\n)*Previous (write|read)(.|\n)*" #kernel)
 
 TEST(CudaEmulatorDeathTest, AMissingBarrierIsADataRaceUnderThreadSanitizer) {
 #if !defined(__SANITIZE_THREAD__)
