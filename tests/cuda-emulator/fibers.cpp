@@ -1,7 +1,8 @@
 // The CUDA emulator's kernel launches: a grid runs block by block on the host thread that waits
-// for its stream, each block's threads as fibers (own stacks, switched by a few instructions of
-// x86-64 assembly at barriers and shuffles only). A block whose live threads all wait, but not at
-// the same barrier, or wait for a lane that has exited, is a launch failure naming the kernel.
+// for its stream (under ThreadSanitizer, on two worker threads: block_workers), each block's
+// threads as fibers (own stacks, switched by a few instructions of x86-64 assembly at barriers
+// and shuffles only). A block whose live threads all wait, but not at the same barrier, or wait
+// for a lane that has exited, is a launch failure naming the kernel.
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -21,14 +22,15 @@
 #endif
 
 // Under ThreadSanitizer (CBL_SANITIZE=thread) every emulated thread is a fiber TSan knows, and
-// switching between them implies no ordering: only __syncthreads and shuffles order a block's
-// threads (their arrivals happen before their departures), and a block's start and end order it
-// after the host's work and before the next block's. So two threads of a block touching the same
-// memory, one of them writing, with no barrier between them, are reported as a data race however
-// the emulator happened to schedule them: the missing __syncthreads the GPU would race on. This
-// file itself is not instrumented (CMakeLists.txt defines CBL_EMU_TSAN for it instead): its
-// bookkeeping is the emulator's, not the kernels'. A grid's blocks run on two host threads there
-// (block_workers), so races between blocks on different ones are reported as well.
+// switching between them implies no ordering: only __syncthreads orders a block's threads (a
+// round's arrivals happen before its departures; shuffles exchange values and order no memory),
+// and a block's start and end order it after the host's work and before the next block's on the
+// same host thread. So two threads of a block touching the same memory, one of them writing,
+// with no barrier between them, are reported as a data race however the emulator happened to
+// schedule them: the missing __syncthreads the GPU would race on. This file itself is not
+// instrumented (CMakeLists.txt defines CBL_EMU_TSAN for it instead): its bookkeeping is the
+// emulator's, not the kernels'. A grid's blocks run on two host threads there (block_workers),
+// so races between blocks on different ones are reported as well.
 #if defined(CBL_EMU_TSAN) && CBL_EMU_TSAN
 #include <sanitizer/tsan_interface.h>
 #else
