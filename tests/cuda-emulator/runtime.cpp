@@ -422,13 +422,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
         staged = std::make_shared<std::vector<unsigned char>>(p, p + bytes);
     }
     const cudaError_t e = enqueue(s, [dst, src, bytes, kind, staged] {
-        // The memory must still be there when the copy runs, not only when it was queued.
-        if (check_copy(dst, src, bytes, kind) != cudaSuccess) {
+        // The memory must still be there when the copy runs, not only when it was queued; a
+        // pageable source's bytes were taken at the call, and its address may since have been
+        // freed and handed out again (even as device memory: the emulator's is the host's heap).
+        const void* from = staged ? staged->data() : src;
+        if (check_copy(dst, from, bytes, kind) != cudaSuccess) {
             fail(cudaErrorIllegalAddress, "emulator: a queued copy of " + std::to_string(bytes) +
                                               " bytes touches memory freed before it ran");
             return;
         }
-        std::memmove(dst, staged ? staged->data() : src, bytes);
+        std::memmove(dst, from, bytes);
     });
     if (e != cudaSuccess) return note(e);
     if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) {
