@@ -39,7 +39,7 @@ layer_loader::layer_loader(backend& be, loader_memory* mem, std::vector<chunk_kv
       row_offset_(std::move(row_offset)),
       kv_dim_(kv_dim),
       k_type_(k_type),
-      k_elem_bytes_(k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float)),
+      k_elem_bytes_(dtype_row_bytes(k_type, 1)),
       layers_(std::move(layers)) {
     if (k_type != dtype::f32 && k_type != dtype::f16)
         throw error(status::invalid_arg, "layer_loader: K rows are f32 or f16");

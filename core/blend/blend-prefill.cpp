@@ -325,8 +325,7 @@ void blend_engine::relocate(int32_t l, const plan& P, const kv_layer_rows& cache
     if (L->gpos.empty()) return;
     backend& be = s_.get_backend();
     const size_t n = L->gpos.size(), kb = static_cast<size_t>(kd);
-    // A K row's bytes: f16 or f32 as stored.
-    const size_t k_row = kb * (cached.k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float));
+    const size_t k_row = dtype_row_bytes(cached.k_type, kd);  // f16 or f32, as stored
     const auto* ck = static_cast<const uint8_t*>(cached.k);
     const void* gk = nullptr;
     const uint16_t* gv = nullptr;

@@ -12,9 +12,8 @@ device_layers::device_layers(backend& be, device_layer_memory* mem, int64_t n_ro
     : be_(be),
       mem_(mem),
       k_type_(k_type),
-      k_bytes_(static_cast<size_t>(n_rows * kv_dim) *
-               (k_type == dtype::f16 ? sizeof(uint16_t) : sizeof(float))),
-      v_bytes_(static_cast<size_t>(n_rows * kv_dim) * sizeof(uint16_t)),
+      k_bytes_(dtype_row_bytes(k_type, n_rows * kv_dim)),
+      v_bytes_(dtype_row_bytes(dtype::f16, n_rows * kv_dim)),
       acquire_(std::move(acquire)) {
     if (k_type != dtype::f32 && k_type != dtype::f16)
         throw error(status::internal, "device_layers: K rows are f32 or f16");
