@@ -8,12 +8,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <new>
 
 #include "kernels/ops-types.h"
 
 namespace cacheblend {
+
+// Ops recorded once and replayed as one submission (backend::record; a CUDA graph): a replay
+// runs the same ops with the same arguments, pointers and sizes as they were when recorded,
+// reading the memory they name when it runs. Destroyed before the backend that made it.
+class recorded_ops {
+public:
+    virtual ~recorded_ops() = default;
+    virtual void replay() = 0;
+};
 
 class backend {
 public:
@@ -53,6 +63,16 @@ public:
     }
     virtual void wait_upload(uint64_t /*ticket*/) {}
     virtual void finish_upload(uint64_t /*ticket*/) {}
+
+    // ---- recording ----
+    // Calls ops() with the ops it calls on this backend recorded instead of run, and returns them
+    // for replay; or returns nullptr without calling ops() where the backend does not record (the
+    // CPU: a call costs what a replay would). ops() may call only ops (no transfer, alloc or
+    // synchronize). When an op cannot be recorded (a scratch buffer that would have to grow, a
+    // host copy) it throws, nothing has run, and the caller runs ops() itself.
+    virtual std::unique_ptr<recorded_ops> record(const std::function<void()>& /*ops*/) {
+        return nullptr;
+    }
 
     // ---- ops (semantics as in kernels/cpu/ops.h) ----
     virtual void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,

@@ -42,7 +42,11 @@ struct attention_args {
     const uint16_t* k = nullptr;  // f16 cache, row = absolute position: [n_ctx][n_kv_head*head_dim]
     const uint16_t* v = nullptr;  // f16 cache, same layout as k
     int64_t kv_stride = 0;        // row stride of k and v in elements
-    int64_t n_keys = 0;           // keys at positions [0, n_keys) hold valid data
+    int64_t n_keys = 0;           // keys at positions [0, n_keys) hold valid data ...
+    // ... or, when set, only the keys up to the highest q_pos: those past it may never have been
+    // written, so a backend reads none of them (a decode step recorded once and replayed at
+    // every position passes the cache's size as n_keys: core/engine/forward.cpp).
+    bool visible_keys_only = false;
     int n_head = 0;
     int n_kv_head = 0;  // GQA: query head h reads kv head h / (n_head / n_kv_head)
     int head_dim = 0;

@@ -269,7 +269,10 @@ for path in sorted(glob.glob(os.path.join(out, 'bench-*.jsonl'))):
         else: rows[j.get('bench')] = j
     name = os.path.basename(path)[len('bench-'):-len('.jsonl')]
     p, d, t = rows.get('prefill', {}), rows.get('decode', {}), rows.get('ttft', {})
-    print(f"speed {name}: prefill {p.get('tokens_per_s', '?')} t/s, decode {d.get('tokens_per_s', '?')} t/s, "
+    o = rows.get('decode_op_by_op', {})
+    how = (f" (CUDA graph; {o.get('tokens_per_s', '?')} t/s op by op)" if d.get('replayed')
+           else f" (op by op: {d.get('op_by_op_why', '?')})" if 'replayed' in d else '')
+    print(f"speed {name}: prefill {p.get('tokens_per_s', '?')} t/s, decode {d.get('tokens_per_s', '?')} t/s{how}, "
           f"TTFT full {t.get('full_ms', '?')} ms vs blend {t.get('blend_ms', '?')} ms "
           f"({t.get('speedup', '?')}x, load wait {t.get('blend_load_wait_ms', '?')} ms), "
           f"KV load up to {load:.1f} GB/s")

@@ -33,6 +33,17 @@ decltype(auto) guarded(F&& f) {
     }
 }
 
+class checked_replay final : public recorded_ops {
+public:
+    explicit checked_replay(std::unique_ptr<recorded_ops> inner) : r_(std::move(inner)) {}
+    void replay() override {
+        guarded([&] { r_->replay(); });
+    }
+
+private:
+    std::unique_ptr<recorded_ops> r_;
+};
+
 class checked final : public backend {
 public:
     explicit checked(std::unique_ptr<backend> inner) : b_(std::move(inner)) {}
@@ -72,6 +83,13 @@ public:
     }
     void finish_upload(uint64_t ticket) override {
         guarded([&] { b_->finish_upload(ticket); });
+    }
+
+    // The recording's replay throws kernel_errors too; ops() calls this adapter, so its errors
+    // are already cacheblend::error.
+    std::unique_ptr<recorded_ops> record(const std::function<void()>& ops) override {
+        std::unique_ptr<recorded_ops> r = guarded([&] { return b_->record(ops); });
+        return r ? std::make_unique<checked_replay>(std::move(r)) : nullptr;
     }
 
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,

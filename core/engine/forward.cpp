@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/util/error.h"
+#include "kernels/kernel-error.h"
 
 namespace cacheblend {
 
@@ -56,6 +57,11 @@ void forward_engine::alloc_scratch() {
 }
 
 void forward_engine::embed(const token_id* tokens, int64_t n) {
+    upload_tokens(tokens, n);
+    be_.get_rows(w_->tok_embd, ids_.as<int32_t>(), n, x(), m_.hparams().n_embd);
+}
+
+void forward_engine::upload_tokens(const token_id* tokens, int64_t n) {
     const model_hparams& hp = m_.hparams();
     if (n <= 0 || n > max_rows_) {
         throw error(status::invalid_arg, fmt("forward: %lld rows (max %d)", (long long)n, max_rows_));
@@ -67,7 +73,6 @@ void forward_engine::embed(const token_id* tokens, int64_t n) {
         }
     }
     be_.upload(ids_.as<int32_t>(), tokens, static_cast<size_t>(n) * sizeof(int32_t));
-    be_.get_rows(w_->tok_embd, ids_.as<int32_t>(), n, x(), hp.n_embd);
 }
 
 void forward_engine::set_positions(const int32_t* pos, int64_t n) {
@@ -95,7 +100,8 @@ void forward_engine::rope_store_kv(int layer, kv_cache& cache, int64_t n) {
     be_.store_rows_f16(v(), n, KD, KD, dpos, cache.v(layer), cache.row_elems());
 }
 
-void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys) {
+void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys,
+                                    bool visible_keys_only) {
     const model_hparams& hp = m_.hparams();
     const layer_weights& L = w_->layers[static_cast<size_t>(layer)];
     const int64_t E = hp.n_embd, QD = hp.q_dim(), FF = hp.n_ff;
@@ -117,6 +123,7 @@ void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64
     aa.v = cache.v(layer);
     aa.kv_stride = cache.row_elems();
     aa.n_keys = n_keys;
+    aa.visible_keys_only = visible_keys_only;
     aa.n_head = hp.n_head;
     aa.n_kv_head = hp.n_head_kv;
     aa.head_dim = hp.head_dim;
@@ -135,13 +142,79 @@ void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64
     be_.add_rows(x(), h, n, E, E);
 }
 
-void forward_engine::logits(int64_t row, float* out) {
+void forward_engine::logits_on_backend(int64_t row) {
     const model_hparams& hp = m_.hparams();
     const int64_t E = hp.n_embd;
     float* h = h_.as<float>();
     be_.rms_norm(x() + row * E, 1, E, E, w_->output_norm, hp.rms_eps, h, E);
     be_.matmul(w_->output, h, 1, E, logits_.as<float>(), hp.n_vocab, nullptr);
-    be_.download(out, logits_.as<float>(), static_cast<size_t>(hp.n_vocab) * sizeof(float));
+}
+
+void forward_engine::logits(int64_t row, float* out) {
+    logits_on_backend(row);
+    be_.download(out, logits_.as<float>(),
+                 static_cast<size_t>(m_.hparams().n_vocab) * sizeof(float));
+}
+
+void forward_engine::set_decode_recording(bool on) {
+    decode_record_ = on;
+    decode_off_why_ = on ? "" : "turned off";
+    decode_replays_ = 0;
+    if (!on) decode_rec_.reset();
+}
+
+void forward_engine::decode_ops(kv_cache& cache) {
+    const model_hparams& hp = m_.hparams();
+    be_.get_rows(w_->tok_embd, ids_.as<int32_t>(), 1, x(), hp.n_embd);
+    for (int l = 0; l < hp.n_layer; ++l) {
+        project_qkv(l, 1);
+        rope_store_kv(l, cache, 1);
+        // The recording serves every position: keys by position up to the cache's size, of which
+        // only the row's own and those before it (written by then) are read.
+        attend_and_mlp(l, cache, 1, cache.n_ctx(), true);
+    }
+    logits_on_backend(0);
+}
+
+bool forward_engine::decode_recorded(kv_cache& cache, token_id t, int32_t pos, float* out) {
+    // What the recording names besides this engine's own buffers: the cache's rows.
+    std::vector<const void*> rows;
+    rows.reserve(2 * static_cast<size_t>(m_.hparams().n_layer) + 1);
+    for (int l = 0; l < m_.hparams().n_layer; ++l) {
+        rows.push_back(cache.k(l));
+        rows.push_back(cache.v(l));
+    }
+    rows.push_back(reinterpret_cast<const void*>(static_cast<intptr_t>(cache.n_ctx())));
+    if (rows != decode_cache_) {
+        decode_rec_.reset();
+        decode_cache_ = std::move(rows);
+        decode_warm_ = false;
+    }
+    if (!decode_warm_) {
+        decode_warm_ = true;  // this step runs op by op; the next one records
+        return false;
+    }
+    if (!decode_rec_) {
+        try {
+            decode_rec_ = be_.record([&] { decode_ops(cache); });
+        } catch (const error& e) {  // an op that cannot be recorded: run them one by one
+            decode_off_why_ = e.what();
+        } catch (const kernel_error& e) {  // the same from a backend without the adapter
+            decode_off_why_ = e.what();
+        }
+        if (!decode_rec_) {
+            if (decode_off_why_.empty()) decode_off_why_ = "the backend does not record";
+            decode_record_ = false;
+            return false;
+        }
+    }
+    upload_tokens(&t, 1);
+    set_positions(&pos, 1);
+    decode_rec_->replay();
+    be_.download(out, logits_.as<float>(),
+                 static_cast<size_t>(m_.hparams().n_vocab) * sizeof(float));
+    ++decode_replays_;
+    return true;
 }
 
 void forward_engine::compact_rows(const int32_t* keep, int64_t m) {
@@ -176,6 +249,10 @@ void forward_engine::run(kv_cache& cache, const token_id* tokens, const int32_t*
             throw error(status::invalid_arg, fmt("forward: position %d outside [0, %lld)", pos[i],
                                                  (long long)n_keys));
         }
+    }
+    if (n == 1 && out_logits && !observer && decode_record_ &&
+        decode_recorded(cache, tokens[0], pos[0], out_logits)) {
+        return;
     }
     embed(tokens, n);
     set_positions(pos, n);

@@ -112,7 +112,9 @@ bool rows_kernel_forced() {
 void cbl_cuda_attention(cuda_ctx& ctx, const attention_args& a) {
     if (a.n_q <= 0 || a.n_head <= 0 || a.head_dim <= 0) return;
     const int n_kv = attention_kv_heads(a, "cuda attention");
-    if (cbl_cuda_attention_gemm_fits(a) && !rows_kernel_forced()) {
+    // The GEMM path scores every key below n_keys (and masks by position after), so it needs
+    // them all written; the row kernel reads only the visible ones.
+    if (!a.visible_keys_only && cbl_cuda_attention_gemm_fits(a) && !rows_kernel_forced()) {
         cbl_cuda_attention_gemm(ctx, a, n_kv);
         return;
     }

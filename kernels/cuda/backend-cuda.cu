@@ -4,6 +4,8 @@
 // fails fast with the first message (docs/ARCHITECTURE.md, 'C ABI').
 #include "kernels/cuda/backend-cuda.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/cuda/attention-gemm.cuh"
@@ -16,11 +18,22 @@
 #include "kernels/cuda/gather-rows.cuh"
 #include "kernels/cuda/kv-deviation.cuh"
 #include "kernels/cuda/norm.cuh"
+#include "kernels/cuda/recording.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/store-rows.cuh"
 
 namespace cacheblend {
 namespace {
+
+// CBL_CUDA_GRAPHS=0 records nothing, so every op is launched as it is called: the benchmark's
+// other side (scripts/gpu-check.sh) and a way around a driver that mishandles graphs. Read once.
+bool graphs_disabled() {
+    static const bool off = [] {
+        const char* v = std::getenv("CBL_CUDA_GRAPHS");
+        return v != nullptr && std::strcmp(v, "0") == 0;
+    }();
+    return off;
+}
 
 class backend_cuda final : public backend {
 public:
@@ -93,6 +106,13 @@ public:
         run([&] { lane_.finish(ticket); });
     }
 
+    std::unique_ptr<recorded_ops> record(const std::function<void()>& ops) override {
+        if (graphs_disabled()) return nullptr;
+        return run([&]() -> std::unique_ptr<recorded_ops> {
+            return std::make_unique<graph>(*this, cuda::cbl_cuda_record(ctx_, ops));
+        });
+    }
+
     void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
                 int64_t ldy, const float* bias) override {
         run([&] { cuda::cbl_cuda_matmul(ctx_, w, x, m, ldx, y, ldy, bias); });
@@ -160,8 +180,23 @@ public:
     void encoder_attention(const encoder_attention_args&) override { not_yet("encoder_attention"); }
 
 private:
+    // What record() returns: replays go through run() like every other entry.
+    class graph final : public recorded_ops {
+    public:
+        graph(backend_cuda& be, cuda::graph_exec g) : be_(be), g_(std::move(g)) {}
+        void replay() override {
+            be_.run([&] { cuda::cbl_cuda_replay(be_.ctx_, g_); });
+        }
+
+    private:
+        backend_cuda& be_;
+        cuda::graph_exec g_;
+    };
+
     // Every entry: refuse after a sticky error, make the device current, and on a device error
     // check whether the context survived (a sticky error is also returned by a stream query).
+    // While ops are recorded a failed op is the recording's failure, and a query of the
+    // capturing stream would be refused (and end the capture): the recording reports it.
     template <typename F>
     auto run(F&& f) -> decltype(f()) {
         if (!poisoned_.empty()) {
@@ -172,7 +207,8 @@ private:
             const cuda::device_guard on(ctx_.device());
             return f();
         } catch (const kernel_error& e) {
-            if (e.code() == kernel_status::device || e.code() == kernel_status::device_oom) {
+            if (!ctx_.recording() &&
+                (e.code() == kernel_status::device || e.code() == kernel_status::device_oom)) {
                 const cudaError_t q = cudaStreamQuery(ctx_.stream_if_created());
                 if (q != cudaSuccess && q != cudaErrorNotReady) poisoned_ = e.what();
             }

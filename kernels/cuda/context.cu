@@ -55,8 +55,22 @@ cublasLtHandle_t cuda_ctx::cublaslt() {
     return lt_.get();
 }
 
+namespace {
+
+void refuse_while_recording(bool recording, const char* what) {
+    if (recording) {
+        throw kernel_error(kernel_status::unsupported,
+                           kernel_fmt("cuda: %s cannot be used while ops are recorded", what));
+    }
+}
+
+}  // namespace
+
 void* cuda_ctx::workspace() {
-    if (!workspace_.get()) workspace_ = device_buffer(k_workspace_bytes, stream());
+    if (!workspace_.get()) {
+        refuse_while_recording(recording_, "a new cuBLASLt workspace");
+        workspace_ = device_buffer(k_workspace_bytes, stream());
+    }
     return workspace_.get();
 }
 
@@ -70,6 +84,9 @@ void* cuda_ctx::scratch(int slot, size_t bytes) {
         throw kernel_error(kernel_status::internal,
                            kernel_fmt("cuda: scratch slot %d out of range", slot));
     }
+    // A recording would keep the pointer after a later op grew the slot and freed it: ops that
+    // use scratch are not recorded.
+    refuse_while_recording(recording_, "a scratch buffer");
     device_buffer& b = scratch_[slot];
     if (b.size() < bytes) {
         // Grow by at least half again so a slowly growing batch does not reallocate every call.

@@ -54,8 +54,15 @@ public:
 
     // Scratch slot `slot` with at least `bytes`; its contents are undefined. Grow-only and
     // stream-ordered: a pointer stays valid until the same slot is asked for more bytes. Each op
-    // uses its own slot numbers (scratch_slot) so two live scratch regions never alias.
+    // uses its own slot numbers (scratch_slot) so two live scratch regions never alias. While ops
+    // are recorded it throws kernel_status::unsupported (a graph would keep a pointer that a
+    // later, larger request frees), and the recording fails.
     void* scratch(int slot, size_t bytes);
+
+    // Whether ops are being recorded into a graph on stream() (recording.cuh): nothing may
+    // allocate, free or wait for the stream meanwhile.
+    bool recording() const noexcept { return recording_; }
+    void set_recording(bool on) noexcept { recording_ = on; }
 
     void synchronize();
 
@@ -69,6 +76,7 @@ private:
     static constexpr int k_scratch_slots = 5;
     device_buffer scratch_[k_scratch_slots];
     std::unique_ptr<gemm_plan_cache> plans_;
+    bool recording_ = false;
 };
 
 // Scratch slot numbers, one per concurrently live scratch region of an op.

@@ -23,6 +23,7 @@
 #include "kernels/cpu/quants.h"
 #include "kernels/dtype.h"
 #include "kernels/fp16.h"
+#include "kernels/kernel-error.h"
 #if CBL_WITH_CUDA
 #include "kernels/cuda/backend-cuda.h"
 #endif
@@ -583,6 +584,54 @@ TEST(BackendOps, SwigluAndAddRows) {
                be.add_rows(yb.as<float>(), xb.as<float>(), m, n, ld);
                return std::vector<std::vector<float>>{get<float>(be, yb, gate.size())};
            }});
+}
+
+// backend::record: ops recorded once read their inputs as they are at each replay, and a
+// replay is the ops called one by one, bit for bit (the same kernels). An op that needs scratch
+// memory (a GEMM batch) is not recorded: record throws, nothing ran, and the backend goes on,
+// its earlier recording included. The CPU records nothing.
+TEST(BackendOps, RecordedOpsReplayAsTheOpsCalledOneByOne) {
+    const int64_t n = 512, k = 256, rows = 128;
+    const std::vector<uint8_t> wq = make_weights(dtype::q4_k, n, k, 41);
+    const std::vector<float> gamma = random_vec(size_t(k), 42);
+    const std::vector<float> batch = random_vec(size_t(rows * k), 43);
+    for (const candidate& cand : candidates()) {
+        SCOPED_TRACE(cand.name);
+        std::unique_ptr<cb::backend> be = cand.make();
+        cb::backend_buffer wb = put(*be, wq), gb = put(*be, gamma), bb = put(*be, batch);
+        cb::backend_buffer xb(*be, k * 4), hb(*be, k * 4), yb(*be, n * 4), yref(*be, n * 4);
+        cb::backend_buffer by(*be, rows * n * 4);
+        const cb::weight_view w = view_of(dtype::q4_k, wb, n, k);
+        auto ops = [&](float* y) {
+            be->rms_norm(xb.as<float>(), 1, k, k, gb.as<float>(), 1e-6f, hb.as<float>(), k);
+            be->matmul(w, hb.as<float>(), 1, k, y, n, nullptr);
+            be->add_rows(y, hb.as<float>(), 1, k, k);
+        };
+        std::unique_ptr<cb::recorded_ops> rec = be->record([&] { ops(yb.as<float>()); });
+        if (!rec) {
+            ASSERT_TRUE(be->host_memory()) << "a device backend records (CBL_CUDA_GRAPHS=0?)";
+            continue;
+        }
+        for (uint32_t round = 0; round < 3; ++round) {
+            const std::vector<float> x = random_vec(size_t(k), 50 + round);
+            be->upload(xb.as<void>(), x.data(), x.size() * sizeof(float));
+            rec->replay();
+            ops(yref.as<float>());
+            const std::vector<float> got = get<float>(*be, yb, size_t(n));
+            EXPECT_EQ(got, get<float>(*be, yref, size_t(n))) << "replay " << round;
+            EXPECT_NE(got[0], 0.f);
+        }
+        try {
+            be->record([&] { be->matmul(w, bb.as<float>(), rows, k, by.as<float>(), n, nullptr); });
+            ADD_FAILURE() << "a GEMM batch's scratch was recorded";
+        } catch (const cb::kernel_error& e) {
+            EXPECT_EQ(e.code(), cb::kernel_status::unsupported) << e.what();
+        }
+        be->matmul(w, bb.as<float>(), rows, k, by.as<float>(), n, nullptr);
+        EXPECT_TRUE(std::isfinite(get<float>(*be, by, size_t(rows * n))[size_t(rows * n) - 1]));
+        rec->replay();
+        EXPECT_EQ(get<float>(*be, yb, size_t(n)), get<float>(*be, yref, size_t(n)));
+    }
 }
 
 TEST(BackendOps, KvDeviation) {

@@ -181,6 +181,37 @@ TEST_P(CudaModelTest, GreedyDecodingFollowsTheCpu) {
                 model_->name().c_str(), device_under_test().c_str(), first, same);
 }
 
+// Decode from a recording (a CUDA graph, replayed per token from the second step on) runs the
+// same kernels as decode op by op, so the logits are the same bits, step after step; the device
+// sessions differ only in that. The CPU records nothing: the self-test compares two op-by-op runs.
+TEST_P(CudaModelTest, RecordedDecodeIsDecodeOpByOpBitForBit) {
+    const std::vector<token_id> prompt = cbltest::random_tokens(*model_, 40, 3);
+    auto rec = open(false, 128);
+    auto ops = open(false, 128);
+    std::vector<float> a = rec->prefill(prompt), b = ops->prefill(prompt);
+    ops->engine(1).set_decode_recording(false);
+    ASSERT_EQ(a, b);
+    constexpr int k_steps = 6;
+    for (int step = 0; step < k_steps; ++step) {
+        const token_id t = argmax(a);
+        a = rec->decode(t);
+        b = ops->decode(t);
+        ASSERT_EQ(a, b) << "step " << step;
+    }
+    const forward_engine& fwd = rec->engine(1);
+    if (selftest()) {
+        EXPECT_EQ(fwd.decode_replays(), 0);
+        EXPECT_EQ(fwd.decode_recording_off(), "the backend does not record");
+    } else {
+        // The first step runs op by op, so that every buffer the ops use exists; then replays.
+        EXPECT_EQ(fwd.decode_replays(), k_steps - 1) << fwd.decode_recording_off();
+    }
+    EXPECT_EQ(ops->engine(1).decode_replays(), 0);
+    std::printf("[ model ] %s on %s: %d decode steps, %lld replayed, the same logits\n",
+                model_->name().c_str(), device_under_test().c_str(), k_steps,
+                static_cast<long long>(fwd.decode_replays()));
+}
+
 TEST_P(CudaModelTest, LongContextMatchesTheCpu) {
     // 4096 tokens on the GPU; the self-test (two CPU backends) checks the harness on 1024, and
     // the emulator the kernels on as many.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emulator-internal.h"
@@ -29,10 +30,29 @@ constexpr bool k_guards_poisoned = true;
 constexpr bool k_guards_poisoned = false;
 #endif
 
+// A stream capture in progress: the ops queued on the stream go here instead of the queue.
+struct stream_capture {
+    bool active = false;
+    bool invalidated = false;  // a refused call ended its use; EndCapture reports it
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+    std::thread::id thread;  // the thread that began it
+    std::vector<std::function<void()>> ops;
+};
+
 struct CUstream_st {
     std::deque<std::function<void()>> queue;
     uint64_t enqueued = 0;  // ops ever queued
     uint64_t executed = 0;  // ops taken off the queue (run or dropped)
+    stream_capture capture;
+};
+
+// A captured graph and its executable form: the ops in capture order, each run again (copied)
+// by every launch with the arguments it was queued with.
+struct CUgraph_st {
+    std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> ops;
 };
 
 struct CUevent_st {
@@ -56,6 +76,8 @@ struct device_state {
     CUstream_st legacy;
     std::vector<CUstream_st*> streams;  // in creation order
     std::set<CUevent_st*> events;
+    std::set<CUgraph_st*> graphs;
+    std::set<CUgraphExec_st*> execs;
     std::map<uintptr_t, allocation> allocations;  // by the address handed out
     int current_device = 0;
     std::atomic<cudaError_t> sticky{cudaSuccess};
@@ -132,6 +154,40 @@ void host_waits_for(CUstream_st* target) {
     for (size_t i = 0; i < d.streams.size(); ++i) {
         if (d.streams[i] != target) run_all(d.streams[i]);
     }
+}
+
+// Stream capture (cudaStreamBeginCapture) refuses, as CUDA does, work that cannot become a
+// graph node: waiting on the capturing stream (a sync or a query of it) and, from the capturing
+// thread (or any thread while some capture is in global mode), calls that are not stream-ordered
+// (cudaMalloc, cudaFree, cudaHostAlloc, cudaFreeHost, cudaMemcpy, cudaDeviceSynchronize). The
+// emulator also refuses, where CUDA would make other nodes, copies between pageable host memory
+// and the device, stream-ordered allocation, and events on a capturing stream (a capture spans
+// one stream here). A refused call fails with cudaErrorStreamCaptureUnsupported and invalidates
+// the capture; cudaStreamEndCapture then reports cudaErrorStreamCaptureInvalidated.
+cudaError_t refuse_capture(CUstream_st* s) {
+    s->capture.invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+}
+
+// cudaErrorStreamCaptureUnsupported when s (not the legacy stream) is capturing.
+cudaError_t capturing_stream_refuses(CUstream_st* s) {
+    return s && s->capture.active ? refuse_capture(s) : cudaSuccess;
+}
+
+// A call that is not stream-ordered: refused while this thread captures (global or thread-local
+// mode) or any thread captures in global mode; every such capture is invalidated.
+cudaError_t unsafe_call_refused() {
+    cudaError_t e = cudaSuccess;
+    for (CUstream_st* s : state().streams) {
+        const stream_capture& c = s->capture;
+        if (!c.active) continue;
+        const bool mine = c.thread == std::this_thread::get_id();
+        if (c.mode == cudaStreamCaptureModeGlobal ||
+            (mine && c.mode == cudaStreamCaptureModeThreadLocal)) {
+            e = refuse_capture(s);
+        }
+    }
+    return e;
 }
 
 // The allocation holding p (its address handed out, and it), or null.
@@ -239,6 +295,10 @@ const char* error_name(cudaError_t e) {
         case cudaErrorNotReady: return "cudaErrorNotReady";
         case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
         case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorIllegalState: return "cudaErrorIllegalState";
+        case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+        case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+        case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     }
     return "cudaErrorUnknown";
 }
@@ -267,6 +327,11 @@ cudaError_t note(cudaError_t e) {
 cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {
     if (!valid_stream(s)) return cudaErrorInvalidResourceHandle;
     CUstream_st* st = resolve(s);
+    if (st->capture.active) {
+        if (st->capture.invalidated) return cudaErrorStreamCaptureInvalidated;
+        st->capture.ops.push_back(std::move(op));
+        return cudaSuccess;
+    }
     st->queue.push_back(std::move(op));
     ++st->enqueued;
     return cudaSuccess;
@@ -319,6 +384,7 @@ cudaError_t cudaGetDevice(int* device) {
 
 cudaError_t cudaDeviceSynchronize() {
     CBL_EMU_ENTER();
+    if (const cudaError_t e = unsafe_call_refused(); e != cudaSuccess) return note(e);
     run_device();
     return note(sticky_error());
 }
@@ -341,6 +407,7 @@ const char* cudaGetErrorString(cudaError_t e) {
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
     CBL_EMU_ENTER();
+    if (const cudaError_t e = unsafe_call_refused(); e != cudaSuccess) return note(e);
     if (!p) return note(cudaErrorInvalidValue);
     *p = device_alloc(bytes ? bytes : 1);
     return *p ? cudaSuccess : note(cudaErrorMemoryAllocation);
@@ -348,6 +415,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
     CBL_EMU_ENTER();
+    if (const cudaError_t e = unsafe_call_refused(); e != cudaSuccess) return note(e);
     if (!p) return cudaSuccess;
     run_device();  // cudaFree waits for the device
     const cudaError_t e = device_free(p, "cudaFree");
@@ -358,6 +426,7 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
     CBL_EMU_ENTER();
     if (!p || !valid_stream(s))
         return note(p ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue);
+    if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
     *p = device_alloc(bytes ? bytes : 1);
     return *p ? cudaSuccess : note(cudaErrorMemoryAllocation);
 }
@@ -367,6 +436,9 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
     if (!p) return cudaSuccess;
     const auto it = state().allocations.find(reinterpret_cast<uintptr_t>(p));
     if (it == state().allocations.end() || !it->second.device) return note(cudaErrorInvalidValue);
+    if (valid_stream(s)) {
+        if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
+    }
     return note(enqueue(s, [p] {
         if (device_free(p, "cudaFreeAsync") != cudaSuccess) {
             fail(cudaErrorIllegalAddress, "emulator: a queued free of memory freed before it ran");
@@ -376,6 +448,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
 
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned flags) {
     CBL_EMU_ENTER();
+    if (const cudaError_t e = unsafe_call_refused(); e != cudaSuccess) return note(e);
     if (!p || flags != cudaHostAllocDefault) return note(cudaErrorInvalidValue);
     const size_t body = ((bytes ? bytes : 1) + 4095) / 4096 * 4096;
     auto* base = static_cast<unsigned char*>(std::aligned_alloc(4096, body));
@@ -387,6 +460,7 @@ cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned flags) {
 
 cudaError_t cudaFreeHost(void* p) {
     CBL_EMU_ENTER();
+    if (const cudaError_t e = unsafe_call_refused(); e != cudaSuccess) return note(e);
     if (!p) return cudaSuccess;
     auto& m = state().allocations;
     auto it = m.find(reinterpret_cast<uintptr_t>(p));
@@ -399,6 +473,7 @@ cudaError_t cudaFreeHost(void* p) {
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     CBL_EMU_ENTER();
+    if (const cudaError_t e = unsafe_call_refused(); e != cudaSuccess) return note(e);
     if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess) return note(e);
     host_waits_for(&state().legacy);
     run_all(&state().legacy);  // ordered after the legacy stream's work, not the others'
@@ -416,6 +491,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess) return note(e);
     if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
     if (bytes == 0) return cudaSuccess;
+    const bool pageable = (kind == cudaMemcpyHostToDevice && !is_pinned(src)) ||
+                          (kind == cudaMemcpyDeviceToHost && !is_pinned(dst));
+    if (pageable) {
+        if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
+    }
     std::shared_ptr<std::vector<unsigned char>> staged;
     if (kind == cudaMemcpyHostToDevice && !is_pinned(src)) {
         const auto* p = static_cast<const unsigned char*>(src);
@@ -493,6 +573,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     CBL_EMU_ENTER();
     if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
+    if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
     host_waits_for(resolve(s));
     run_all(resolve(s));
     return note(sticky_error());
@@ -503,6 +584,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     CBL_EMU_ENTER();
     if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
+    if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
     CUstream_st* st = resolve(s);
     if (st->queue.empty()) return cudaSuccess;
     run_until(st, st->executed + 1);
@@ -513,6 +595,9 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     CBL_EMU_ENTER();
     if (!e || !state().events.count(e) || flags != 0) return note(cudaErrorInvalidResourceHandle);
+    if (valid_stream(s)) {
+        if (const cudaError_t r = capturing_stream_refuses(s); r != cudaSuccess) return note(r);
+    }
     if (!e->stream) return note(enqueue(s, [] {}));  // never recorded: nothing to wait for
     // The wait is on the event's latest record at the time of this call.
     CUstream_st* on = e->stream;
@@ -542,6 +627,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e || !state().events.count(e) || !valid_stream(s)) {
         return note(cudaErrorInvalidResourceHandle);
     }
+    if (const cudaError_t r = capturing_stream_refuses(s); r != cudaSuccess) return note(r);
     e->stream = resolve(s);
     e->position = e->stream->enqueued;
     return cudaSuccess;
@@ -555,4 +641,85 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
         run_until(e->stream, e->position);
     }
     return note(sticky_error());
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+    CBL_EMU_ENTER();
+    if (!s) return note(cudaErrorStreamCaptureUnsupported);  // the legacy stream never captures
+    if (!live(s)) return note(cudaErrorInvalidResourceHandle);
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+        mode != cudaStreamCaptureModeRelaxed) {
+        return note(cudaErrorInvalidValue);
+    }
+    if (s->capture.active) return note(cudaErrorIllegalState);
+    s->capture = stream_capture{true, false, mode, std::this_thread::get_id(), {}};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+    CBL_EMU_ENTER();
+    if (!graph) return note(cudaErrorInvalidValue);
+    if (!s || !live(s)) return note(cudaErrorInvalidResourceHandle);
+    stream_capture& c = s->capture;
+    if (!c.active) return note(cudaErrorIllegalState);
+    if (c.mode != cudaStreamCaptureModeRelaxed && c.thread != std::this_thread::get_id()) {
+        return note(cudaErrorStreamCaptureWrongThread);
+    }
+    const bool invalidated = c.invalidated;
+    std::vector<std::function<void()>> ops = std::move(c.ops);
+    c = stream_capture{};
+    *graph = nullptr;
+    if (invalidated) return note(cudaErrorStreamCaptureInvalidated);
+    *graph = new CUgraph_st{std::move(ops)};
+    state().graphs.insert(*graph);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+    CBL_EMU_ENTER();
+    if (!status) return note(cudaErrorInvalidValue);
+    if (!valid_stream(s)) return note(cudaErrorInvalidResourceHandle);
+    const stream_capture& c = resolve(s)->capture;
+    *status = !c.active       ? cudaStreamCaptureStatusNone
+              : c.invalidated ? cudaStreamCaptureStatusInvalidated
+                              : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    CBL_EMU_ENTER();
+    if (!exec || flags != 0) return note(cudaErrorInvalidValue);
+    if (!graph || !state().graphs.count(graph)) return note(cudaErrorInvalidResourceHandle);
+    *exec = new CUgraphExec_st{graph->ops};
+    state().execs.insert(*exec);
+    return cudaSuccess;
+}
+
+// Queues the graph's ops on s in capture order, each a copy of the captured one: a launch reads
+// the memory its nodes name when it runs, with the arguments they were captured with.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    CBL_EMU_ENTER();
+    if (!exec || !state().execs.count(exec) || !valid_stream(s)) {
+        return note(cudaErrorInvalidResourceHandle);
+    }
+    for (const std::function<void()>& op : exec->ops) {
+        if (const cudaError_t e = enqueue(s, op); e != cudaSuccess) return note(e);
+    }
+    return cudaSuccess;
+}
+
+// A launched graph's queued ops are copies: destroying it does not touch them.
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (!exec || !state().execs.erase(exec)) return note(cudaErrorInvalidResourceHandle);
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    std::lock_guard<std::recursive_mutex> lock(device_mutex());
+    if (!graph || !state().graphs.erase(graph)) return note(cudaErrorInvalidResourceHandle);
+    delete graph;
+    return cudaSuccess;
 }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -341,6 +342,124 @@ TEST(CudaEmulator, CopiesMustTouchTheMemoryTheirDirectionNames) {
     ASSERT_EQ(cudaMemcpy(f, fresh, sizeof f, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_TRUE(std::isnan(f[0]));  // device memory starts as NaN, never as zeros by luck
     EXPECT_EQ(cudaFree(fresh), cudaSuccess);
+}
+
+__global__ void scale_add_kernel(const int* x, int* y, int k, int n) {
+    const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) y[i] = k * x[i] + 1;
+}
+
+// Stream capture: the ops queued while a stream captures do not run; a launch of the graph runs
+// them again, in order, with the arguments they were queued with and the memory as it is then.
+TEST(CudaEmulator, ACapturedGraphRunsItsOpsAtEveryLaunchNotAtCapture) {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_array<int> x(32), y(32);
+    std::vector<int> in(32);
+    std::iota(in.begin(), in.end(), 0);
+    x.put(in);
+    y.put(std::vector<int>(32, -5));
+    int* pinned = nullptr;
+    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 32 * sizeof(int), 0), cudaSuccess);
+
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    ASSERT_EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
+    EXPECT_EQ(st, cudaStreamCaptureStatusActive);
+    int k = 3;
+    LAUNCH(1, 32, s, scale_add_kernel)(x.p, y.p, k, 32);
+    k = 100;  // the launch took its arguments when queued
+    LAUNCH(1, 32, s, add_one_kernel)(y.p, 32);
+    ASSERT_EQ(cudaMemcpyAsync(pinned, y.p, 32 * sizeof(int), cudaMemcpyDeviceToHost, s),
+              cudaSuccess);
+    cudaGraph_t g = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    ASSERT_NE(g, nullptr);
+    ASSERT_EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
+    EXPECT_EQ(st, cudaStreamCaptureStatusNone);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(y.get()[4], -5);  // captured, not run
+
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);  // the executable graph keeps what it needs
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(pinned[4], 3 * 4 + 2);
+    in[4] = 10;  // a second launch reads x as it is then
+    x.put(in);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    EXPECT_EQ(pinned[4], 14);  // not before the host waits
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(pinned[4], 3 * 10 + 2);
+    EXPECT_EQ(pinned[31], 3 * 31 + 2);
+    EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaErrorInvalidResourceHandle);
+    (void)cudaGetLastError();
+    EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// What a capture refuses, as CUDA does: waiting for the capturing stream, and from the capturing
+// thread calls that are not stream-ordered; (the emulator, where CUDA would add other nodes)
+// pageable copies and stream-ordered allocation. Each refusal invalidates the capture, its later
+// ops fail, and ending it gives no graph; the stream then works as before.
+TEST(CudaEmulator, ACaptureRefusesWhatCannotBeAGraphNode) {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    device_array<int> d(8);
+    d.put(std::vector<int>(8, 0));
+    std::vector<int> host(8, 1);
+    EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeThreadLocal),
+              cudaErrorStreamCaptureUnsupported);  // never the legacy stream
+    const std::vector<std::pair<const char*, std::function<cudaError_t()>>> refused = {
+        {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(s); }},
+        {"cudaStreamQuery", [&] { return cudaStreamQuery(s); }},
+        {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); }},
+        {"cudaMalloc",
+         [] {
+             void* p = nullptr;
+             return cudaMalloc(&p, 64);
+         }},
+        {"cudaMemcpy",
+         [&] { return cudaMemcpy(d.p, host.data(), 8 * sizeof(int), cudaMemcpyHostToDevice); }},
+        {"pageable cudaMemcpyAsync",
+         [&] {
+             return cudaMemcpyAsync(d.p, host.data(), 8 * sizeof(int), cudaMemcpyHostToDevice, s);
+         }},
+        {"cudaMallocAsync",
+         [&] {
+             void* p = nullptr;
+             return cudaMallocAsync(&p, 64, s);
+         }},
+    };
+    for (const auto& [name, call] : refused) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+                  cudaErrorIllegalState);  // one capture at a time
+        (void)cudaGetLastError();
+        LAUNCH(1, 8, s, add_one_kernel)(d.p, 8);
+        EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+        EXPECT_EQ(call(), cudaErrorStreamCaptureUnsupported);
+        cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+        ASSERT_EQ(cudaStreamIsCapturing(s, &st), cudaSuccess);
+        EXPECT_EQ(st, cudaStreamCaptureStatusInvalidated);
+        EXPECT_EQ(cudaMemsetAsync(d.p, 0, 8, s), cudaErrorStreamCaptureInvalidated);
+        cudaGraph_t g = reinterpret_cast<cudaGraph_t>(1);
+        EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+        EXPECT_EQ(g, nullptr);
+        (void)cudaGetLastError();
+    }
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(d.get()[0], 0);  // nothing captured ran
+    LAUNCH(1, 8, s, add_one_kernel)(d.p, 8);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(d.get()[0], 1);
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaErrorIllegalState);  // none in progress
+    (void)cudaGetLastError();
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 // cuBLASLt's product, column-major, with the transposes, lds and strided batches the backend

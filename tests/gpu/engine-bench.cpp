@@ -1,7 +1,8 @@
 // cbl-engine-bench: the engine's speed on one device without the C ABI, the retrieval libraries
 // or a tokenizer pass, so it builds where only the engine does (CBL_ENGINE_ONLY, GPU machines;
 // scripts/gpu-check.sh). Prefill of 512 tokens and decode of 128 (tokens/s, median of 3 runs after
-// a warm-up, token ids drawn from the vocabulary with a fixed seed, as `cacheblend bench` does),
+// a warm-up, token ids drawn from the vocabulary with a fixed seed, as `cacheblend bench` does;
+// decode also op by op where the device replays a recorded step: CUDA graphs against launches),
 // then time to first token of a RAG-shaped prompt (preamble, 6 chunks of 380 tokens, a 16-token
 // question) in full prefill and blended at r = 0.15 from a temporary f16 KV store, and how fast
 // the blend's loader reads that store's layers (checked, copied into its host buffers) with 1, 2,
@@ -125,16 +126,30 @@ void bench(const std::string& path, const std::string& device, int threads, cons
     std::printf("{\"bench\":\"prefill\",\"device\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f}\n",
                 dev, z.prefill, z.prefill * 1e3 / prefill_ms);
 
+    // Decode as the engine runs it (on a device that records, one recorded step replayed per
+    // token: core/engine/forward.h) and, where it recorded, op by op for the comparison.
     const std::vector<token_id> p16 = cbltest::random_tokens(*m, 16, 2);
-    const double decode_ms = timed(z.runs, [&] {
-        s.reset();
-        s.prefill(p16);
-        for (int i = 0; i < z.decode; ++i) s.decode(p16[size_t(i % 16)]);
-    });
-    // The 16-token prefill is in the time too; it is small beside 128 decode steps.
-    std::printf("{\"bench\":\"decode\",\"device\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f}\n",
-                dev, z.decode, z.decode * 1e3 / decode_ms);
-    std::fflush(stdout);
+    for (const bool record : {true, false}) {
+        s.engine(1).set_decode_recording(record);
+        const double decode_ms = timed(z.runs, [&] {
+            s.reset();
+            s.prefill(p16);
+            for (int i = 0; i < z.decode; ++i) s.decode(p16[size_t(i % 16)]);
+        });
+        // The 16-token prefill is in the time too; it is small beside 128 decode steps.
+        const forward_engine& fwd = s.engine(1);
+        const bool replayed = fwd.decode_replays() > 0;
+        std::string why = replayed ? "" : fwd.decode_recording_off();
+        std::replace(why.begin(), why.end(), '"', '\'');
+        std::printf(
+            "{\"bench\":\"%s\",\"device\":\"%s\",\"tokens\":%d,\"tokens_per_s\":%.1f,"
+            "\"replayed\":%s,\"op_by_op_why\":\"%s\"}\n",
+            record ? "decode" : "decode_op_by_op", dev, z.decode, z.decode * 1e3 / decode_ms,
+            replayed ? "true" : "false", why.c_str());
+        std::fflush(stdout);
+        if (!replayed) break;  // nothing recorded: the op-by-op run would be the same one
+    }
+    s.engine(1).set_decode_recording(true);
 
     blend_request req;
     req.preamble = cbltest::random_tokens(*m, 24, 3);
