@@ -191,7 +191,10 @@ bool forward_engine::decode_recorded(kv_cache& cache, token_id t, int32_t pos, f
         decode_warm_ = false;
     }
     if (!decode_warm_) {
-        decode_warm_ = true;  // this step runs op by op; the next one records
+        // This step runs op by op, the next one records: by then every kernel the step launches
+        // has been loaded (CUDA loads modules lazily, which a capture may refuse) and every
+        // buffer its ops use exists.
+        decode_warm_ = true;
         return false;
     }
     if (!decode_rec_) {

@@ -92,8 +92,8 @@ private:
     std::vector<int32_t> host_pos_;
 
     // Decode recording. The recording names the cache's rows (decode_cache_ says which); the
-    // step before recording runs op by op, so every scratch buffer the ops use exists and
-    // recording never has to allocate.
+    // step before recording runs op by op, so every kernel it launches is loaded and every
+    // buffer its ops use exists before a capture.
     std::unique_ptr<recorded_ops> decode_rec_;
     std::vector<const void*> decode_cache_;
     bool decode_warm_ = false;  // a step on decode_cache_ has run op by op

@@ -196,7 +196,7 @@ private:
     // Every entry: refuse after a sticky error, make the device current, and on a device error
     // check whether the context survived (a sticky error is also returned by a stream query).
     // While ops are recorded a failed op is the recording's failure, and a query of the
-    // capturing stream would be refused (and end the capture): the recording reports it.
+    // capturing stream would be refused (and invalidate the capture): the recording reports it.
     template <typename F>
     auto run(F&& f) -> decltype(f()) {
         if (!poisoned_.empty()) {

@@ -61,7 +61,9 @@ graph_exec cbl_cuda_record(cuda_ctx& ctx, const std::function<void()>& ops) {
     CBL_CUDA_CHECK(cudaStreamEndCapture(s, &g));
     const graph_owner captured(g);
     cudaGraphExec_t exec = nullptr;
-    CBL_CUDA_CHECK(cudaGraphInstantiate(&exec, captured.get(), 0));
+    // The flags form: the same call in CUDA 11.4 and later (cudaGraphInstantiate's arguments
+    // changed in CUDA 12).
+    CBL_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, captured.get(), 0));
     return graph_exec(exec, ctx.device());
 }
 

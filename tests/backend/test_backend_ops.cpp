@@ -564,6 +564,43 @@ TEST(BackendOps, Attention) {
     }
 }
 
+// attention_args::visible_keys_only: keys past the highest query position may never have been
+// written (a recorded decode step passes the cache's size as n_keys), so a backend must read none
+// of them. Here they are NaN: one read (the CUDA GEMM path's P V, 0 * NaN) spoils the output.
+// 100 aligned rows would take that path without the flag.
+TEST(BackendOps, AttentionReadsOnlyVisibleKeysWhenAsked) {
+    const attn_case ac{9, 3, 64, 400, joined(positions(0, 99), {99}), true};
+    const int64_t n_q = ac.n_q(), q_ld = ac.q_ld(), kv_ld = ac.kv_ld();
+    const int64_t written = 100;  // rows [0, 100): up to the highest position, 99
+    const std::vector<float> q = random_vec(size_t(n_q * q_ld), 21, -4.f, 4.f);
+    std::vector<uint16_t> k = to_f16(random_vec(size_t(ac.n_keys * kv_ld), 22, -2.f, 2.f));
+    std::vector<uint16_t> v = to_f16(random_vec(size_t(ac.n_keys * kv_ld), 23));
+    std::fill(k.begin() + written * kv_ld, k.end(), uint16_t(0x7e00));  // f16 NaN
+    std::fill(v.begin() + written * kv_ld, v.end(), uint16_t(0x7e00));
+    const std::vector<float> o0(size_t(n_q * q_ld), 7.f);
+#if CBL_WITH_CUDA
+    const int64_t gemm_calls = cb::cuda_attention_gemm_calls();
+#endif
+    check({"attention, visible keys only", k_nmse_attention, [&](cb::backend& be) {
+               cb::backend_buffer qb = put(be, q), pb = put(be, ac.q_pos), kb = put(be, k),
+                                  vb = put(be, v), ob = put(be, o0);
+               cb::attention_args a = args_of(ac, qb, pb, kb);
+               a.v = vb.as<uint16_t>();
+               a.out = ob.as<float>();
+               a.out_stride = q_ld;
+               a.visible_keys_only = true;
+               be.attention(a);
+               std::vector<float> out = get<float>(be, ob, o0.size());
+               for (int64_t i = 0; i < n_q; ++i) {
+                   EXPECT_TRUE(std::isfinite(out[size_t(i * q_ld)])) << be.name() << " row " << i;
+               }
+               return std::vector<std::vector<float>>{out};
+           }});
+#if CBL_WITH_CUDA
+    EXPECT_EQ(cb::cuda_attention_gemm_calls(), gemm_calls) << "the GEMM path read every key";
+#endif
+}
+
 TEST(BackendOps, SwigluAndAddRows) {
     const int64_t m = 13, n = 1536, ld = n + 3;
     const std::vector<float> gate = random_vec(size_t(m * ld), 15, -10.f, 10.f);
@@ -621,12 +658,15 @@ TEST(BackendOps, RecordedOpsReplayAsTheOpsCalledOneByOne) {
             EXPECT_EQ(got, get<float>(*be, yref, size_t(n))) << "replay " << round;
             EXPECT_NE(got[0], 0.f);
         }
+        const std::vector<float> marker(size_t(rows * n), 7.f);
+        be->upload(by.as<void>(), marker.data(), marker.size() * sizeof(float));
         try {
             be->record([&] { be->matmul(w, bb.as<float>(), rows, k, by.as<float>(), n, nullptr); });
             ADD_FAILURE() << "a GEMM batch's scratch was recorded";
         } catch (const cb::kernel_error& e) {
             EXPECT_EQ(e.code(), cb::kernel_status::unsupported) << e.what();
         }
+        EXPECT_EQ(get<float>(*be, by, marker.size()), marker);  // the refused recording ran nothing
         be->matmul(w, bb.as<float>(), rows, k, by.as<float>(), n, nullptr);
         EXPECT_TRUE(std::isfinite(get<float>(*be, by, size_t(rows * n))[size_t(rows * n) - 1]));
         rec->replay();

@@ -198,17 +198,31 @@ TEST_P(CudaModelTest, RecordedDecodeIsDecodeOpByOpBitForBit) {
         b = ops->decode(t);
         ASSERT_EQ(a, b) << "step " << step;
     }
+    // A new request on the same session: the same cache, so the recording serves it as it is.
+    const std::vector<token_id> again = cbltest::random_tokens(*model_, 25, 4);
+    rec->reset();
+    ops->reset();
+    a = rec->prefill(again);
+    b = ops->prefill(again);
+    ASSERT_EQ(a, b);
+    constexpr int k_more = 3;
+    for (int step = 0; step < k_more; ++step) {
+        const token_id t = argmax(a);
+        a = rec->decode(t);
+        b = ops->decode(t);
+        ASSERT_EQ(a, b) << "after reset, step " << step;
+    }
     const forward_engine& fwd = rec->engine(1);
     if (selftest()) {
         EXPECT_EQ(fwd.decode_replays(), 0);
         EXPECT_EQ(fwd.decode_recording_off(), "the backend does not record");
     } else {
-        // The first step runs op by op, so that every buffer the ops use exists; then replays.
-        EXPECT_EQ(fwd.decode_replays(), k_steps - 1) << fwd.decode_recording_off();
+        // The first step runs op by op, so that every kernel is loaded; then replays.
+        EXPECT_EQ(fwd.decode_replays(), k_steps - 1 + k_more) << fwd.decode_recording_off();
     }
     EXPECT_EQ(ops->engine(1).decode_replays(), 0);
     std::printf("[ model ] %s on %s: %d decode steps, %lld replayed, the same logits\n",
-                model_->name().c_str(), device_under_test().c_str(), k_steps,
+                model_->name().c_str(), device_under_test().c_str(), k_steps + k_more,
                 static_cast<long long>(fwd.decode_replays()));
 }
 

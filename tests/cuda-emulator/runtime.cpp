@@ -686,8 +686,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* statu
     return cudaSuccess;
 }
 
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
-                                 unsigned long long flags) {
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags) {
     CBL_EMU_ENTER();
     if (!exec || flags != 0) return note(cudaErrorInvalidValue);
     if (!graph || !state().graphs.count(graph)) return note(cudaErrorInvalidResourceHandle);

@@ -381,7 +381,7 @@ TEST(CudaEmulator, ACapturedGraphRunsItsOpsAtEveryLaunchNotAtCapture) {
     EXPECT_EQ(y.get()[4], -5);  // captured, not run
 
     cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiateWithFlags(&exec, g, 0), cudaSuccess);
     EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);  // the executable graph keeps what it needs
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
