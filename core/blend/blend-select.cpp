@@ -19,23 +19,27 @@ float random_score(uint64_t x) {
     return static_cast<float>(x >> 40) / static_cast<float>(1u << 24);
 }
 
+// The cached rows that are scored as they are, in f16: V, or K of the f16 format (as stored);
+// null for f32 keys, which are rounded to f16 first.
+const uint16_t* cached_f16_rows(const select_args& a, const uint16_t* cached_v,
+                                const void* cached_k) {
+    if (cached_v) return cached_v;
+    return a.cached_k_type == dtype::f16 ? static_cast<const uint16_t*>(cached_k) : nullptr;
+}
+
 // The candidates' fresh and cached rows side by side, on a host backend: `fresh` (the forward
 // pass's buffer) and the loader's slot are host memory, read in place.
 void gather_on_host(const select_args& a, const std::vector<int64_t>& cand, const float* fresh,
                     const uint16_t* cached_v, const void* cached_k, select_scratch* s) {
     const int64_t kd = a.kv_dim;
     const int64_t mr = static_cast<int64_t>(cand.size());
+    const uint16_t* c16 = cached_f16_rows(a, cached_v, cached_k);
     for (int64_t i = 0; i < mr; ++i) {
         const int64_t c = cand[static_cast<size_t>(i)];
         const int64_t r =
             (*a.reused_index)[static_cast<size_t>((*a.active)[static_cast<size_t>(c)])];
         std::memcpy(s->fresh.data() + i * kd, fresh + c * kd,
                     static_cast<size_t>(kd) * sizeof(float));
-        // f16 K (the f16 format) is scored as stored, as V is.
-        const uint16_t* c16 = cached_v ? cached_v
-                              : a.cached_k_type == dtype::f16
-                                  ? static_cast<const uint16_t*>(cached_k)
-                                  : nullptr;
         if (c16) {
             std::memcpy(s->cached.data() + i * kd, c16 + r * kd,
                         static_cast<size_t>(kd) * sizeof(uint16_t));
@@ -67,10 +71,7 @@ void gather_on_device(backend& be, const select_args& a, const std::vector<int64
     float* f = grow_buffer<float>(be, &s->fresh_d, mr * kd);
     be.gather_rows(fresh, kd * sizeof(float), fi, n, kd * sizeof(float), f, kd * sizeof(float));
     uint16_t* cv = grow_buffer<uint16_t>(be, &s->cached_d, mr * kd);
-    const void* c16 = cached_v                        ? static_cast<const void*>(cached_v)
-                      : a.cached_k_type == dtype::f16 ? cached_k
-                                                      : nullptr;
-    if (c16) {
+    if (const uint16_t* c16 = cached_f16_rows(a, cached_v, cached_k)) {
         be.gather_rows(c16, kd * sizeof(uint16_t), ci, n, kd * sizeof(uint16_t), cv,
                        kd * sizeof(uint16_t));
     } else {
