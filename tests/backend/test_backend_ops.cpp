@@ -491,6 +491,21 @@ cb::attention_args args_of(const attn_case& ac, const cb::backend_buffer& qb,
     return a;
 }
 
+// Runs attention of a case on `be` from host q, k, v and a prefilled output; returns the output.
+std::vector<float> run_attention(cb::backend& be, const attn_case& ac, const std::vector<float>& q,
+                                 const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
+                                 const std::vector<float>& o0, bool visible_keys_only = false) {
+    cb::backend_buffer qb = put(be, q), pb = put(be, ac.q_pos), kb = put(be, k), vb = put(be, v),
+                       ob = put(be, o0);
+    cb::attention_args a = args_of(ac, qb, pb, kb);
+    a.v = vb.as<uint16_t>();
+    a.out = ob.as<float>();
+    a.out_stride = ac.q_ld();
+    a.visible_keys_only = visible_keys_only;
+    be.attention(a);
+    return get<float>(be, ob, o0.size());
+}
+
 }  // namespace
 
 TEST(BackendOps, Attention) {
@@ -545,14 +560,7 @@ TEST(BackendOps, Attention) {
                                  std::to_string(ac.head_dim) + " n_q=" + std::to_string(n_q) +
                                  " n_keys=" + std::to_string(ac.n_keys);
         check({name, k_nmse_attention, [&](cb::backend& be) {
-                   cb::backend_buffer qb = put(be, q), pb = put(be, ac.q_pos), kb = put(be, k),
-                                      vb = put(be, v), ob = put(be, o0);
-                   cb::attention_args a = args_of(ac, qb, pb, kb);
-                   a.v = vb.as<uint16_t>();
-                   a.out = ob.as<float>();
-                   a.out_stride = q_ld;
-                   be.attention(a);
-                   return std::vector<std::vector<float>>{get<float>(be, ob, o0.size())};
+                   return std::vector<std::vector<float>>{run_attention(be, ac, q, k, v, o0)};
                }});
 #if CBL_WITH_CUDA
         // The aligned cases of 64+ rows are there for the GEMM path: make sure it ran.
@@ -582,15 +590,7 @@ TEST(BackendOps, AttentionReadsOnlyVisibleKeysWhenAsked) {
     const int64_t gemm_calls = cb::cuda_attention_gemm_calls();
 #endif
     check({"attention, visible keys only", k_nmse_attention, [&](cb::backend& be) {
-               cb::backend_buffer qb = put(be, q), pb = put(be, ac.q_pos), kb = put(be, k),
-                                  vb = put(be, v), ob = put(be, o0);
-               cb::attention_args a = args_of(ac, qb, pb, kb);
-               a.v = vb.as<uint16_t>();
-               a.out = ob.as<float>();
-               a.out_stride = q_ld;
-               a.visible_keys_only = true;
-               be.attention(a);
-               std::vector<float> out = get<float>(be, ob, o0.size());
+               std::vector<float> out = run_attention(be, ac, q, k, v, o0, true);
                for (int64_t i = 0; i < n_q; ++i) {
                    EXPECT_TRUE(std::isfinite(out[size_t(i * q_ld)])) << be.name() << " row " << i;
                }

@@ -188,30 +188,24 @@ TEST_P(CudaModelTest, RecordedDecodeIsDecodeOpByOpBitForBit) {
     const std::vector<token_id> prompt = cbltest::random_tokens(*model_, 40, 3);
     auto rec = open(false, 128);
     auto ops = open(false, 128);
-    std::vector<float> a = rec->prefill(prompt), b = ops->prefill(prompt);
     ops->engine(1).set_decode_recording(false);
-    ASSERT_EQ(a, b);
-    constexpr int k_steps = 6;
-    for (int step = 0; step < k_steps; ++step) {
-        const token_id t = argmax(a);
-        a = rec->decode(t);
-        b = ops->decode(t);
-        ASSERT_EQ(a, b) << "step " << step;
-    }
+    // Prefill from the start of the cache, then greedy steps, the same bits on both sessions.
+    auto same_logits = [&](const std::vector<token_id>& p, int steps, const char* what) {
+        rec->reset();
+        ops->reset();
+        std::vector<float> a = rec->prefill(p), b = ops->prefill(p);
+        ASSERT_EQ(a, b) << what << ": prefill";
+        for (int step = 0; step < steps; ++step) {
+            const token_id t = argmax(a);
+            a = rec->decode(t);
+            b = ops->decode(t);
+            ASSERT_EQ(a, b) << what << ": step " << step;
+        }
+    };
+    constexpr int k_steps = 6, k_more = 3;
+    same_logits(prompt, k_steps, "first request");
     // A new request on the same session: the same cache, so the recording serves it as it is.
-    const std::vector<token_id> again = cbltest::random_tokens(*model_, 25, 4);
-    rec->reset();
-    ops->reset();
-    a = rec->prefill(again);
-    b = ops->prefill(again);
-    ASSERT_EQ(a, b);
-    constexpr int k_more = 3;
-    for (int step = 0; step < k_more; ++step) {
-        const token_id t = argmax(a);
-        a = rec->decode(t);
-        b = ops->decode(t);
-        ASSERT_EQ(a, b) << "after reset, step " << step;
-    }
+    same_logits(cbltest::random_tokens(*model_, 25, 4), k_more, "after reset");
     const forward_engine& fwd = rec->engine(1);
     if (selftest()) {
         EXPECT_EQ(fwd.decode_replays(), 0);
