@@ -89,6 +89,15 @@ public:
     virtual void swiglu(const float* gate, const float* up, int64_t m, int64_t n, int64_t ld,
                         float* out) = 0;
     virtual void add_rows(float* y, const float* x, int64_t m, int64_t n, int64_t ld) = 0;
+    // rope(k), store_rows_f16(k), store_rows_f16(v), rope(q) as one op: the same bits; a device
+    // does it in one launch (a decode step has hundreds; the CPU takes the four calls).
+    virtual void rope_qk_store_kv(const rope_store_args& a) {
+        const int64_t kd = int64_t(a.n_kv_head) * a.head_dim;
+        rope(a.k, a.m, a.ldkv, a.n_kv_head, a.head_dim, a.pos, a.rope);
+        store_rows_f16(a.k, a.m, kd, a.ldkv, a.pos, a.k_cache, a.ld_cache);
+        store_rows_f16(a.v, a.m, kd, a.ldkv, a.pos, a.v_cache, a.ld_cache);
+        rope(a.q, a.m, a.ldq, a.n_head, a.head_dim, a.pos, a.rope);
+    }
 
     // ---- blending (semantics as in kernels/cpu/blend-ops.h) ----
     // k_type: dtype::f32 or dtype::f16 (the stored keys' own type, so f16 keys cross to a

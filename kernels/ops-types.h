@@ -33,6 +33,26 @@ struct rope_params {
     const float* freq_factors = nullptr;  // optional per-pair divisors (rope_freqs.weight)
 };
 
+// A layer's attention inputs made ready in one op (backend::rope_qk_store_kv): RoPE on m query
+// rows (n_head heads) and key rows (n_kv_head heads) in place at positions pos[m], then the key
+// and value rows stored as f16 into the cache rows at those positions.
+struct rope_store_args {
+    float* q = nullptr;  // [m][n_head * head_dim], row stride ldq floats
+    int64_t ldq = 0;
+    int n_head = 0;
+    float* k = nullptr;        // [m][n_kv_head * head_dim], row stride ldkv floats
+    const float* v = nullptr;  // the same layout as k
+    int64_t ldkv = 0;
+    int n_kv_head = 0;
+    int head_dim = 0;
+    int64_t m = 0;
+    const int32_t* pos = nullptr;
+    rope_params rope;
+    uint16_t* k_cache = nullptr;  // f16 rows by absolute position, row stride ld_cache elements
+    uint16_t* v_cache = nullptr;
+    int64_t ld_cache = 0;
+};
+
 // Selected query rows against all cached keys, causal by absolute position.
 struct attention_args {
     const float* q = nullptr;  // [n_q][n_head * head_dim], row stride q_stride floats

@@ -85,6 +85,10 @@ public:
         guarded([&] { b_->finish_upload(ticket); });
     }
 
+    void rope_qk_store_kv(const rope_store_args& a) override {
+        guarded([&] { b_->rope_qk_store_kv(a); });
+    }
+
     // The recording's replay throws kernel_errors too; ops() calls this adapter, so its errors
     // are already cacheblend::error.
     std::unique_ptr<recorded_ops> record(const std::function<void()>& ops) override {

@@ -100,8 +100,35 @@ void forward_engine::rope_store_kv(int layer, kv_cache& cache, int64_t n) {
     be_.store_rows_f16(v(), n, KD, KD, dpos, cache.v(layer), cache.row_elems());
 }
 
+void forward_engine::rope_store_qkv(int layer, kv_cache& cache, int64_t n) {
+    const model_hparams& hp = m_.hparams();
+    rope_store_args a;
+    a.q = q_.as<float>();
+    a.ldq = hp.q_dim();
+    a.n_head = hp.n_head;
+    a.k = k();
+    a.v = v();
+    a.ldkv = hp.kv_dim();
+    a.n_kv_head = hp.n_head_kv;
+    a.head_dim = hp.head_dim;
+    a.m = n;
+    a.pos = pos_.as<int32_t>();
+    a.rope = w_->rope;
+    a.k_cache = cache.k(layer);
+    a.v_cache = cache.v(layer);
+    a.ld_cache = cache.row_elems();
+    be_.rope_qk_store_kv(a);
+}
+
 void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys,
                                     bool visible_keys_only) {
+    const model_hparams& hp = m_.hparams();
+    be_.rope(q_.as<float>(), n, hp.q_dim(), hp.n_head, hp.head_dim, pos_.as<int32_t>(), w_->rope);
+    attend_roped_and_mlp(layer, cache, n, n_keys, visible_keys_only);
+}
+
+void forward_engine::attend_roped_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys,
+                                          bool visible_keys_only) {
     const model_hparams& hp = m_.hparams();
     const layer_weights& L = w_->layers[static_cast<size_t>(layer)];
     const int64_t E = hp.n_embd, QD = hp.q_dim(), FF = hp.n_ff;
@@ -111,8 +138,6 @@ void forward_engine::attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64
     float* attn = attn_.as<float>();
     float* gate = gate_.as<float>();
     float* up = up_.as<float>();
-
-    be_.rope(q, n, QD, hp.n_head, hp.head_dim, dpos, w_->rope);
 
     attention_args aa;
     aa.q = q;
@@ -168,10 +193,10 @@ void forward_engine::decode_ops(kv_cache& cache) {
     be_.get_rows(w_->tok_embd, ids_.as<int32_t>(), 1, x(), hp.n_embd);
     for (int l = 0; l < hp.n_layer; ++l) {
         project_qkv(l, 1);
-        rope_store_kv(l, cache, 1);
+        rope_store_qkv(l, cache, 1);
         // The recording serves every position: keys by position up to the cache's size, of which
         // only the row's own and those before it (written by then) are read.
-        attend_and_mlp(l, cache, 1, cache.n_ctx(), true);
+        attend_roped_and_mlp(l, cache, 1, cache.n_ctx(), true);
     }
     logits_on_backend(0);
 }
@@ -262,8 +287,8 @@ void forward_engine::run(kv_cache& cache, const token_id* tokens, const int32_t*
     for (int l = 0; l < hp.n_layer; ++l) {
         project_qkv(l, n);
         if (observer) observer(l, k(), v(), n);
-        rope_store_kv(l, cache, n);
-        attend_and_mlp(l, cache, n, n_keys);
+        rope_store_qkv(l, cache, n);
+        attend_roped_and_mlp(l, cache, n, n_keys);
     }
     if (out_logits) logits(n - 1, out_logits);
 }

@@ -57,10 +57,16 @@ public:
     void project_qkv(int layer, int64_t n);          // q, k, v (pre-RoPE) from x
     // RoPE on k; stores k, v of the rows into the cache at their positions.
     void rope_store_kv(int layer, kv_cache& cache, int64_t n);
+    // rope_store_kv and attend_and_mlp's RoPE on q as one op (backend::rope_qk_store_kv); then
+    // attend_roped_and_mlp, not attend_and_mlp.
+    void rope_store_qkv(int layer, kv_cache& cache, int64_t n);
     // RoPE on q; attention over cached keys [0, n_keys); output projection, residual, MLP.
     // visible_keys_only: keys past the rows' positions may be unwritten (attention_args).
     void attend_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys,
                         bool visible_keys_only = false);
+    // attend_and_mlp for q already rotated (rope_store_qkv).
+    void attend_roped_and_mlp(int layer, kv_cache& cache, int64_t n, int64_t n_keys,
+                              bool visible_keys_only = false);
     void logits(int64_t row, float* out);            // final norm + output head of one row
     // Keeps rows keep[0..m) (ascending) of x, q and the positions, in that order; k and v are
     // left as they are (rope_store_kv has stored them; the next project_qkv overwrites them).

@@ -133,6 +133,9 @@ public:
                         uint16_t* cache, int64_t ld_cache) override {
         run([&] { cuda::cbl_cuda_store_rows_f16(ctx_, src, m, n, ldsrc, pos, cache, ld_cache); });
     }
+    void rope_qk_store_kv(const rope_store_args& a) override {
+        run([&] { cuda::cbl_cuda_rope_qk_store_kv(ctx_, a); });
+    }
     void attention(const attention_args& a) override {
         run([&] { cuda::cbl_cuda_attention(ctx_, a); });
     }

@@ -1,6 +1,7 @@
 #include "kernels/cuda/rope.cuh"
 
 #include "kernels/cuda/math/rope.h"
+#include "kernels/fp16.h"
 
 namespace cacheblend {
 namespace cuda {
@@ -24,6 +25,33 @@ __global__ void rope_kernel(rope_args a, hd::rope_consts k) {
         const int h = static_cast<int>(rh % a.n_head);
         const int64_t r = rh / a.n_head;
         hd::rope_pair(a.x + r * a.ldx + int64_t(h) * a.head_dim, k, a.pos[r], i);
+    }
+}
+
+// Block per row (grid-stride): the row's query and key pairs rotated by rope_pair (rope_kernel's
+// arithmetic), a barrier, then its keys and values rounded to f16 into the cache
+// (store_rows_kernel's). The same bits as the four launches.
+__global__ void rope_store_kernel(rope_store_args a, hd::rope_consts k) {
+    const int64_t kd = int64_t(a.n_kv_head) * a.head_dim;
+    for (int64_t r = blockIdx.x; r < a.m; r += gridDim.x) {
+        const int32_t pos = a.pos[r];
+        for (int idx = threadIdx.x; idx < a.n_head * k.n_rot; idx += blockDim.x) {
+            const int h = idx / k.n_rot;
+            hd::rope_pair(a.q + r * a.ldq + int64_t(h) * a.head_dim, k, pos, idx - h * k.n_rot);
+        }
+        for (int idx = threadIdx.x; idx < a.n_kv_head * k.n_rot; idx += blockDim.x) {
+            const int h = idx / k.n_rot;
+            hd::rope_pair(a.k + r * a.ldkv + int64_t(h) * a.head_dim, k, pos, idx - h * k.n_rot);
+        }
+        __syncthreads();
+        const float* kr = a.k + r * a.ldkv;
+        const float* vr = a.v + r * a.ldkv;
+        uint16_t* kc = a.k_cache + int64_t(pos) * a.ld_cache;
+        uint16_t* vc = a.v_cache + int64_t(pos) * a.ld_cache;
+        for (int64_t c = threadIdx.x; c < kd; c += blockDim.x) {
+            kc[c] = hd::f2h(kr[c]);
+            vc[c] = hd::f2h(vr[c]);
+        }
     }
 }
 
@@ -61,6 +89,14 @@ void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a) {
     if (k.n_rot == 0) return;  // the CPU leaves x untouched too
     CBL_CUDA_LAUNCH(blocks_for(a.m * a.n_head * k.n_rot), k_threads, ctx.stream(), rope_kernel)
     (a, k);
+    CBL_CUDA_LAUNCH_CHECK();
+}
+
+void cbl_cuda_rope_qk_store_kv(cuda_ctx& ctx, const rope_store_args& a) {
+    if (a.m <= 0 || a.n_kv_head <= 0 || a.head_dim <= 0) return;
+    const hd::rope_consts k = make_consts(a.rope, a.head_dim);
+    const unsigned blocks = unsigned(a.m < k_max_blocks ? a.m : k_max_blocks);
+    CBL_CUDA_LAUNCH(blocks, k_threads, ctx.stream(), rope_store_kernel)(a, k);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -23,6 +23,10 @@ struct rope_args {
 
 void cbl_cuda_rope(cuda_ctx& ctx, const rope_args& a);
 
+// backend::rope_qk_store_kv in one launch: a block per row rotates its query and key pairs,
+// then (after a barrier) stores the row's keys and values.
+void cbl_cuda_rope_qk_store_kv(cuda_ctx& ctx, const rope_store_args& a);
+
 // Row i: K (pre-RoPE, f32 or f16 as k_type says) rotated to pos[i] -> k_cache[pos[i]] (f16), V
 // (f16) copied -> v_cache[pos[i]].
 struct relocate_args {

@@ -399,6 +399,60 @@ TEST(BackendOps, RelocateKv) {
         }
 }
 
+// rope_qk_store_kv: the four calls as one op. Against the CPU (which makes the four calls), and
+// on each device against its own four calls bit for bit (the same arithmetic in one launch).
+// Partial rotation stores unrotated dims too; grouped KV heads; padded rows and cache.
+TEST(BackendOps, RopeQkStoreKv) {
+    const int n_head = 6, n_kv_head = 2;
+    const std::vector<int32_t> pos = {0, 5, 17, 63, 2, 40, 41};
+    for (const rope_case& rc : k_rope_cases) {
+        const int64_t m = int64_t(pos.size()), n_ctx = 64;
+        const int64_t ldq = int64_t(n_head) * rc.head_dim + 3;
+        const int64_t kd = int64_t(n_kv_head) * rc.head_dim, ldkv = kd + 5, ld_cache = kd + 8;
+        const std::vector<float> q = random_vec(size_t(m * ldq), 31, -2.f, 2.f);
+        const std::vector<float> k = random_vec(size_t(m * ldkv), 32, -2.f, 2.f);
+        const std::vector<float> v = random_vec(size_t(m * ldkv), 33, -2.f, 2.f);
+        const std::vector<float> ff = random_vec(size_t(rc.n_dims / 2), 8, 1.f, 8.f);
+        const std::vector<uint16_t> c0(size_t(n_ctx * ld_cache), 0x3c00);
+        // q and k after the op, then both caches (f16 as float).
+        auto run = [&](cb::backend& be, bool fused) {
+            cb::backend_buffer qb = put(be, q), kb = put(be, k), vb = put(be, v), pb = put(be, pos),
+                               fb = put(be, ff), kc = put(be, c0), vc = put(be, c0);
+            cb::rope_store_args a;
+            a.q = qb.as<float>();
+            a.ldq = ldq;
+            a.n_head = n_head;
+            a.k = kb.as<float>();
+            a.v = vb.as<float>();
+            a.ldkv = ldkv;
+            a.n_kv_head = n_kv_head;
+            a.head_dim = rc.head_dim;
+            a.m = m;
+            a.pos = pb.as<int32_t>();
+            a.rope = params_of(rc, fb.as<float>());
+            a.k_cache = kc.as<uint16_t>();
+            a.v_cache = vc.as<uint16_t>();
+            a.ld_cache = ld_cache;
+            if (fused) {
+                be.rope_qk_store_kv(a);
+            } else {
+                be.backend::rope_qk_store_kv(a);  // the four calls
+            }
+            return std::vector<std::vector<float>>{get<float>(be, qb, q.size()),
+                                                   get<float>(be, kb, k.size()),
+                                                   from_f16(get<uint16_t>(be, kc, c0.size())),
+                                                   from_f16(get<uint16_t>(be, vc, c0.size()))};
+        };
+        check({rope_name("rope_qk_store_kv", rc), k_nmse_row,
+               [&](cb::backend& be) { return run(be, true); }});
+        for (const candidate& cand : candidates()) {
+            std::unique_ptr<cb::backend> be = cand.make();
+            EXPECT_EQ(run(*be, true), run(*be, false))
+                << cand.name << ": " << rope_name("rope_qk_store_kv", rc);
+        }
+    }
+}
+
 TEST(BackendOps, StoreRowsF16) {
     const int64_t m = 11, n = 192, ldsrc = n + 1, n_ctx = 64, ld_cache = n + 8;
     std::vector<float> src = random_vec(size_t(m * ldsrc), 11, -70000.f, 70000.f);
