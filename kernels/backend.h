@@ -68,8 +68,8 @@ public:
     // Calls ops() with the ops it calls on this backend recorded instead of run, and returns them
     // for replay; or returns nullptr without calling ops() where the backend does not record (the
     // CPU: a call costs what a replay would). ops() may call only ops (no transfer, alloc or
-    // synchronize). When an op cannot be recorded (a scratch buffer that would have to grow, a
-    // host copy) it throws, nothing has run, and the caller runs ops() itself.
+    // synchronize). When an op cannot be recorded (one that uses scratch memory, a host copy)
+    // it throws, nothing has run, and the caller runs ops() itself.
     virtual std::unique_ptr<recorded_ops> record(const std::function<void()>& /*ops*/) {
         return nullptr;
     }
