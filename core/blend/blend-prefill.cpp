@@ -260,7 +260,9 @@ void blend_engine::run_layer(int32_t l, const plan& P, layer_loader& loader, for
         L->select_ms += ms_between(t_sel, clock_type::now());
     }
     t_step = clock_type::now();
-    fwd.rope_store_kv(l, cache, n_act);  // fresh KV for every row computed at this layer
+    // Fresh KV for every row computed at this layer. Not rope_store_qkv: q stays unrotated until
+    // attend_and_mlp, since rows are compacted in between and question_attention copies it.
+    fwd.rope_store_kv(l, cache, n_act);
     count_dense();
     if (loaded) {
         const auto t_rel = clock_type::now();

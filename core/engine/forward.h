@@ -73,7 +73,8 @@ public:
     void compact_rows(const int32_t* keep, int64_t m);
 
     float* x() { return x_.as<float>(); }
-    float* q() { return q_.as<float>(); }  // before RoPE until attend_and_mlp, stride q_dim
+    // Stride q_dim; before RoPE until attend_and_mlp or rope_store_qkv.
+    float* q() { return q_.as<float>(); }
     float* k() { return k_.as<float>(); }
     float* v() { return v_.as<float>(); }
     const int32_t* positions() const { return pos_.as<int32_t>(); }

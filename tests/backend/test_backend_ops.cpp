@@ -399,11 +399,13 @@ TEST(BackendOps, RelocateKv) {
         }
 }
 
-// rope_qk_store_kv: the four calls as one op. Against the CPU (which makes the four calls), and
-// on each device against its own four calls bit for bit (the same arithmetic in one launch).
-// Partial rotation stores unrotated dims too; grouped KV heads; padded rows and cache.
+// rope_qk_store_kv: the four calls as one op. Against the CPU (which makes the four calls; a
+// device's cosf may move a K value across an f16 rounding edge, hence relocate_kv's tolerance),
+// and on each device against its own four calls bit for bit (the same arithmetic in one launch).
+// Partial rotation stores unrotated dims too; grouped KV heads; rows of up to 512 keys and values
+// (more than a block's threads); padded rows and cache.
 TEST(BackendOps, RopeQkStoreKv) {
-    const int n_head = 6, n_kv_head = 2;
+    const int n_head = 8, n_kv_head = 4;
     const std::vector<int32_t> pos = {0, 5, 17, 63, 2, 40, 41};
     for (const rope_case& rc : k_rope_cases) {
         const int64_t m = int64_t(pos.size()), n_ctx = 64;
@@ -443,7 +445,7 @@ TEST(BackendOps, RopeQkStoreKv) {
                                                    from_f16(get<uint16_t>(be, kc, c0.size())),
                                                    from_f16(get<uint16_t>(be, vc, c0.size()))};
         };
-        check({rope_name("rope_qk_store_kv", rc), k_nmse_row,
+        check({rope_name("rope_qk_store_kv", rc), k_nmse_relocate,
                [&](cb::backend& be) { return run(be, true); }});
         for (const candidate& cand : candidates()) {
             std::unique_ptr<cb::backend> be = cand.make();
