@@ -169,9 +169,9 @@ cudaError_t refuse_capture(CUstream_st* s) {
     return cudaErrorStreamCaptureUnsupported;
 }
 
-// cudaErrorStreamCaptureUnsupported when s (not the legacy stream) is capturing.
+// cudaErrorStreamCaptureUnsupported when s (a live stream, not the legacy one) is capturing.
 cudaError_t capturing_stream_refuses(CUstream_st* s) {
-    return s && s->capture.active ? refuse_capture(s) : cudaSuccess;
+    return s && live(s) && s->capture.active ? refuse_capture(s) : cudaSuccess;
 }
 
 // A call that is not stream-ordered: refused while this thread captures (global or thread-local
@@ -436,9 +436,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
     if (!p) return cudaSuccess;
     const auto it = state().allocations.find(reinterpret_cast<uintptr_t>(p));
     if (it == state().allocations.end() || !it->second.device) return note(cudaErrorInvalidValue);
-    if (valid_stream(s)) {
-        if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
-    }
+    if (const cudaError_t e = capturing_stream_refuses(s); e != cudaSuccess) return note(e);
     return note(enqueue(s, [p] {
         if (device_free(p, "cudaFreeAsync") != cudaSuccess) {
             fail(cudaErrorIllegalAddress, "emulator: a queued free of memory freed before it ran");
@@ -595,9 +593,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     CBL_EMU_ENTER();
     if (!e || !state().events.count(e) || flags != 0) return note(cudaErrorInvalidResourceHandle);
-    if (valid_stream(s)) {
-        if (const cudaError_t r = capturing_stream_refuses(s); r != cudaSuccess) return note(r);
-    }
+    if (const cudaError_t r = capturing_stream_refuses(s); r != cudaSuccess) return note(r);
     if (!e->stream) return note(enqueue(s, [] {}));  // never recorded: nothing to wait for
     // The wait is on the event's latest record at the time of this call.
     CUstream_st* on = e->stream;
