@@ -77,6 +77,32 @@ public:
     // ---- ops (semantics as in kernels/cpu/ops.h) ----
     virtual void matmul(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
                         int64_t ldy, const float* bias) = 0;
+    // Fused forms of matmul for the ops a transformer layer chains (a decode step on a device is
+    // bound by its launches, not its work). Each is exactly the calls its default makes, bit for
+    // bit; a device does them in fewer launches, the CPU takes the defaults.
+    //
+    // matmul(outs[j].w, x, m, ldx, outs[j].y, outs[j].ldy, outs[j].bias) for j < n: the
+    // products of one input (q, k and v of a layer); a device stages x once.
+    virtual void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n) {
+        for (int j = 0; j < n; ++j) {
+            matmul(outs[j].w, x, m, ldx, outs[j].y, outs[j].ldy, outs[j].bias);
+        }
+    }
+    // y += W x (the residual add after a projection): matmul into tmp, then add_rows. tmp is
+    // m rows of ldy floats of backend memory the op may overwrite.
+    virtual void matmul_add(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
+                            int64_t ldy, float* tmp) {
+        matmul(w, x, m, ldx, tmp, ldy, nullptr);
+        add_rows(y, tmp, m, w.rows, ldy);
+    }
+    // out = swiglu(W_gate x, W_up x): gate into out and up into tmp (both m rows, ld floats
+    // apart; gate.rows == up.rows), then swiglu into out.
+    virtual void matmul_swiglu(const weight_view& gate, const weight_view& up, const float* x,
+                               int64_t m, int64_t ldx, float* out, int64_t ld, float* tmp) {
+        const matmul_out outs[2] = {{gate, out, ld, nullptr}, {up, tmp, ld, nullptr}};
+        matmuls(x, m, ldx, outs, 2);
+        swiglu(out, tmp, m, gate.rows, ld, out);
+    }
     virtual void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
                           int64_t ldy) = 0;
     virtual void rms_norm(const float* x, int64_t m, int64_t n, int64_t ldx, const float* gamma,

@@ -20,6 +20,15 @@ struct weight_view {
     size_t row_bytes = 0;
 };
 
+// One product of backend::matmuls: y = W x + bias for the call's shared input rows x, written
+// to `m` rows of y, ldy floats apart (bias: w.rows floats or null).
+struct matmul_out {
+    weight_view w;
+    float* y = nullptr;
+    int64_t ldy = 0;
+    const float* bias = nullptr;
+};
+
 enum class rope_style {
     norm,  // rotate adjacent pairs (x[2i], x[2i+1]): GGUF `llama` arch (converter permuted Q/K)
     neox,  // rotate halves (x[i], x[i + n_dims/2]): qwen2 and HF-layout models

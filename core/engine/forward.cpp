@@ -86,9 +86,10 @@ void forward_engine::project_qkv(int layer, int64_t n) {
     const int64_t E = hp.n_embd;
     float* h = h_.as<float>();
     be_.rms_norm(x(), n, E, E, L.attn_norm, hp.rms_eps, h, E);
-    be_.matmul(L.wq, h, n, E, q_.as<float>(), hp.q_dim(), L.bq);
-    be_.matmul(L.wk, h, n, E, k(), hp.kv_dim(), L.bk);
-    be_.matmul(L.wv, h, n, E, v(), hp.kv_dim(), L.bv);
+    const matmul_out qkv[3] = {{L.wq, q_.as<float>(), hp.q_dim(), L.bq},
+                               {L.wk, k(), hp.kv_dim(), L.bk},
+                               {L.wv, v(), hp.kv_dim(), L.bv}};
+    be_.matmuls(h, n, E, qkv, 3);
 }
 
 void forward_engine::rope_store_kv(int layer, kv_cache& cache, int64_t n) {
@@ -156,15 +157,11 @@ void forward_engine::attend_roped_and_mlp(int layer, kv_cache& cache, int64_t n,
     aa.out = attn;
     aa.out_stride = QD;
     be_.attention(aa);
-    be_.matmul(L.wo, attn, n, QD, h, E, nullptr);
-    be_.add_rows(x(), h, n, E, E);
+    be_.matmul_add(L.wo, attn, n, QD, x(), E, h);  // the residual: x += W_o attn
 
     be_.rms_norm(x(), n, E, E, L.ffn_norm, hp.rms_eps, h, E);
-    be_.matmul(L.w_gate, h, n, E, gate, FF, nullptr);
-    be_.matmul(L.w_up, h, n, E, up, FF, nullptr);
-    be_.swiglu(gate, up, n, FF, FF, gate);
-    be_.matmul(L.w_down, gate, n, FF, h, E, nullptr);
-    be_.add_rows(x(), h, n, E, E);
+    be_.matmul_swiglu(L.w_gate, L.w_up, h, n, E, gate, FF, up);
+    be_.matmul_add(L.w_down, gate, n, FF, x(), E, h);
 }
 
 void forward_engine::logits_on_backend(int64_t row) {
@@ -202,17 +199,24 @@ void forward_engine::decode_ops(kv_cache& cache) {
 }
 
 bool forward_engine::decode_recorded(kv_cache& cache, token_id t, int32_t pos, float* out) {
-    // What the recording names besides this engine's own buffers: the cache's rows.
-    std::vector<const void*> rows;
-    rows.reserve(2 * static_cast<size_t>(m_.hparams().n_layer) + 1);
-    for (int l = 0; l < m_.hparams().n_layer; ++l) {
-        rows.push_back(cache.k(l));
-        rows.push_back(cache.v(l));
+    // What the recording names besides this engine's own buffers: the cache's rows and size.
+    // Compared in place: this runs once per token.
+    const int n_layer = m_.hparams().n_layer;
+    const void* size_tag = reinterpret_cast<const void*>(static_cast<intptr_t>(cache.n_ctx()));
+    bool same = decode_cache_.size() == 2 * static_cast<size_t>(n_layer) + 1 &&
+                decode_cache_.back() == size_tag;
+    for (int l = 0; same && l < n_layer; ++l) {
+        same = decode_cache_[2 * size_t(l)] == cache.k(l) &&
+               decode_cache_[2 * size_t(l) + 1] == cache.v(l);
     }
-    rows.push_back(reinterpret_cast<const void*>(static_cast<intptr_t>(cache.n_ctx())));
-    if (rows != decode_cache_) {
+    if (!same) {
         decode_rec_.reset();
-        decode_cache_ = std::move(rows);
+        decode_cache_.clear();
+        for (int l = 0; l < n_layer; ++l) {
+            decode_cache_.push_back(cache.k(l));
+            decode_cache_.push_back(cache.v(l));
+        }
+        decode_cache_.push_back(size_tag);
         decode_warm_ = false;
     }
     if (!decode_warm_) {

@@ -1,5 +1,6 @@
 #include "kernels/cuda/gemv.cuh"
 
+#include "kernels/cuda/math/elementwise.h"
 #include "kernels/cuda/weight-types.cuh"
 
 namespace cacheblend {
@@ -8,42 +9,79 @@ namespace {
 
 constexpr int k_warps = 4;  // output rows per block
 
-// One warp per weight row. Lane l takes columns 8l .. 8l + 7 of every 256-column span, so one warp
-// step covers a K-quant super-block (eight 32-column blocks of the others) and each lane decodes
-// its sub-block's scale once for its 8 weights (hd::dequant_run8) instead of once per weight.
-// Columns past the last multiple of 8 (only unquantized rows can have them) go one per lane.
-// Then a shuffle reduction per activation row.
+__host__ __device__ inline int64_t blocks_of(int64_t n) { return (n + k_warps - 1) / k_warps; }
+
+// acc[i] = dot(dequant(row), x[i]) for i < m, on every lane. Lane l takes columns 8l .. 8l + 7 of
+// every 256-column span, so one warp step covers a K-quant super-block (eight 32-column blocks of
+// the others) and each lane decodes its sub-block's scale once for its 8 weights
+// (hd::dequant_run8) instead of once per weight. Columns past the last multiple of 8 (only
+// unquantized rows can have them) go one per lane. Then a butterfly reduction per activation row.
+// The scalars come by value: the kernel indexes its outs at run time, which may put its
+// arguments in local memory, and the loop should not read them from there.
 template <typename T>
-__global__ void gemv_kernel(gemv_args a) {
-    const int lane = threadIdx.x & 31;
-    const int64_t r = int64_t(blockIdx.x) * k_warps + (threadIdx.x >> 5);
-    if (r >= a.n) return;
-    const uint8_t* row = a.w + r * a.row_bytes;
-    float acc[k_gemv_max_rows] = {};
-    const int64_t k8 = a.k & ~int64_t(7);
+__device__ void dot_row(const uint8_t* row, const float* xs, int64_t ldx, int64_t k, int m,
+                        int lane, float (&acc)[k_gemv_max_rows]) {
+#pragma unroll
+    for (int i = 0; i < k_gemv_max_rows; ++i) acc[i] = 0.f;
+    const int64_t k8 = k & ~int64_t(7);
     for (int64_t c0 = int64_t(lane) * 8; c0 < k8; c0 += 32 * 8) {
         float wv[8];
         hd::dequant_run8<T>(row, c0, wv);
 #pragma unroll
         for (int i = 0; i < k_gemv_max_rows; ++i) {
-            if (i >= a.m) break;
-            const float* x = a.x + i * a.ldx + c0;
+            if (i >= m) break;
+            const float* x = xs + i * ldx + c0;
 #pragma unroll
             for (int j = 0; j < 8; ++j) acc[i] = fmaf(wv[j], x[j], acc[i]);
         }
     }
-    for (int64_t c = k8 + lane; c < a.k; c += 32) {
+    for (int64_t c = k8 + lane; c < k; c += 32) {
         const float wv = hd::dequant_at<T>(row, c);
 #pragma unroll
         for (int i = 0; i < k_gemv_max_rows; ++i) {
-            if (i < a.m) acc[i] = fmaf(wv, a.x[i * a.ldx + c], acc[i]);
+            if (i < m) acc[i] = fmaf(wv, xs[i * ldx + c], acc[i]);
         }
     }
 #pragma unroll
     for (int i = 0; i < k_gemv_max_rows; ++i) {
-        float s = acc[i];
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (lane == 0 && i < a.m) a.y[i * a.ldy + r] = a.bias ? s + a.bias[r] : s;
+        for (int off = 16; off > 0; off >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
+    }
+}
+
+// One warp per weight row. The outs' blocks follow one another in the grid (store, accumulate);
+// for swiglu a warp takes row r of both gate and up.
+template <typename T>
+__global__ void gemv_kernel(gemv_args a) {
+    const int lane = threadIdx.x & 31;
+    int64_t b = blockIdx.x;
+    int j = 0;
+    if (a.epilogue != gemv_epilogue::swiglu) {
+        while (j + 1 < a.n_out && b >= blocks_of(a.out[j].n)) b -= blocks_of(a.out[j++].n);
+    }
+    const gemv_out& o = a.out[j];
+    const int64_t r = b * k_warps + (threadIdx.x >> 5);
+    if (r >= o.n) return;
+    float acc[k_gemv_max_rows];
+    dot_row<T>(o.w + r * o.row_bytes, a.x, a.ldx, a.k, a.m, lane, acc);
+    float up[k_gemv_max_rows] = {};
+    if (a.epilogue == gemv_epilogue::swiglu) {
+        dot_row<T>(a.out[1].w + r * a.out[1].row_bytes, a.x, a.ldx, a.k, a.m, lane, up);
+    }
+    if (lane != 0) return;
+#pragma unroll
+    for (int i = 0; i < k_gemv_max_rows; ++i) {
+        if (i >= a.m) break;
+        const float s = o.bias ? acc[i] + o.bias[r] : acc[i];
+        float* y = o.y + i * o.ldy + r;
+        switch (a.epilogue) {
+            case gemv_epilogue::store: *y = s; break;
+            case gemv_epilogue::accumulate: *y = hd::add(*y, s); break;
+            case gemv_epilogue::swiglu: {
+                const float u = a.out[1].bias ? up[i] + a.out[1].bias[r] : up[i];
+                *y = hd::swiglu(s, u);
+                break;
+            }
+        }
     }
 }
 
@@ -51,13 +89,22 @@ __global__ void gemv_kernel(gemv_args a) {
 
 template <typename T>
 void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a) {
-    if (a.n <= 0 || a.m <= 0) return;
-    if (a.m > k_gemv_max_rows) {
+    if (a.m <= 0) return;
+    if (a.m > k_gemv_max_rows || a.n_out < 1 || a.n_out > k_gemv_max_outs ||
+        (a.epilogue == gemv_epilogue::swiglu && (a.n_out != 2 || a.out[0].n != a.out[1].n))) {
         throw kernel_error(kernel_status::internal,
-                           kernel_fmt("cuda gemv: %d rows (max %d)", a.m, k_gemv_max_rows));
+                           kernel_fmt("cuda gemv: %d rows (max %d), %d weights (max %d)", a.m,
+                                      k_gemv_max_rows, a.n_out, k_gemv_max_outs));
     }
-    const unsigned blocks = grid_1d(a.n, k_warps);
-    CBL_CUDA_LAUNCH(blocks, k_warps * 32, ctx.stream(), gemv_kernel<T>)(a);
+    int64_t blocks = 0;
+    if (a.epilogue == gemv_epilogue::swiglu) {
+        blocks = blocks_of(a.out[0].n);
+    } else {
+        for (int j = 0; j < a.n_out; ++j) blocks += blocks_of(a.out[j].n);
+    }
+    if (blocks <= 0) return;
+    const unsigned grid = grid_1d(blocks * k_warps, k_warps);
+    CBL_CUDA_LAUNCH(grid, k_warps * 32, ctx.stream(), gemv_kernel<T>)(a);
     CBL_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,6 +1,8 @@
 // Decode-sized matmul (a few activation rows): y[i][r] = dot(dequant(W row r), x[i]) + bias[r],
 // reading each weight block once and dequantizing it in registers. Memory-bound like the CPU's
-// decode path; no f16 staging buffer, no cuBLASLt call.
+// decode path; no f16 staging buffer, no cuBLASLt call. One launch serves up to three weights of
+// one type over the same input (a layer's q/k/v), and its epilogue may add into y (the residual)
+// or pair gate and up rows into SwiGLU: the arithmetic of the separate ops, in one launch.
 #pragma once
 
 #include <cstddef>
@@ -12,18 +14,32 @@ namespace cacheblend {
 namespace cuda {
 
 constexpr int k_gemv_max_rows = 4;  // activation rows per call; more go through dequant + GEMM
+constexpr int k_gemv_max_outs = 3;  // weights per launch
+
+// One weight's product: its rows and where they go.
+struct gemv_out {
+    const uint8_t* w = nullptr;  // n rows of the call's k elements, row_bytes apart (device)
+    size_t row_bytes = 0;
+    int64_t n = 0;       // output features
+    float* y = nullptr;  // m rows, ldy floats apart
+    int64_t ldy = 0;
+    const float* bias = nullptr;  // n floats or nullptr
+};
+
+enum class gemv_epilogue {
+    store,       // y = s (+ bias), for every out
+    accumulate,  // y = y + (s (+ bias)): hd::add, as add_rows after matmul does
+    swiglu,      // two outs, gate and up, of the same n: out[0].y = hd::swiglu(gate, up)
+};
 
 struct gemv_args {
-    const uint8_t* w = nullptr;  // n rows of k elements, row_bytes apart (device)
-    size_t row_bytes = 0;
-    int64_t n = 0;               // output features
-    int64_t k = 0;               // input features
-    const float* x = nullptr;    // m rows, ldx floats apart
+    gemv_out out[k_gemv_max_outs];
+    int n_out = 1;
+    int64_t k = 0;             // input features
+    const float* x = nullptr;  // m rows, ldx floats apart
     int64_t ldx = 0;
-    int m = 0;                   // 1 .. k_gemv_max_rows
-    float* y = nullptr;          // m rows, ldy floats apart
-    int64_t ldy = 0;
-    const float* bias = nullptr; // n floats or nullptr
+    int m = 0;  // 1 .. k_gemv_max_rows
+    gemv_epilogue epilogue = gemv_epilogue::store;
 };
 
 template <typename T> void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a);

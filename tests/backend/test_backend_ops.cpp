@@ -679,6 +679,81 @@ TEST(BackendOps, SwigluAndAddRows) {
            }});
 }
 
+// The fused matmul forms (backend::matmuls, matmul_add, matmul_swiglu): against the CPU, and on
+// each backend against its own default (the unfused calls) bit for bit. Decode sizes (1 and 4
+// rows, one GEMV launch a weight type) and prefill sizes (the GEMM path, x staged once); q and k
+// of one type with v of another (two launches, as in Q4_K_M files), biases, padded rows.
+TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
+    const int64_t E = 256, QD = 256, KD = 96, FF = 512;
+    const int64_t ldx = E + 3, ldq = QD + 1, ldkv = KD + 2, ldf = FF + 5, ldo = E + 4;
+    struct type_case {
+        dtype q, v, gate, up;
+    };
+    const type_case types[] = {{dtype::q4_k, dtype::q4_k, dtype::q4_k, dtype::q4_k},
+                               {dtype::q4_k, dtype::q6_k, dtype::q5_0, dtype::q8_0},
+                               {dtype::f16, dtype::f32, dtype::f32, dtype::f32}};
+    for (const type_case& tc : types) {
+        const std::vector<uint8_t> wq = make_weights(tc.q, QD, E, 61),
+                                   wk = make_weights(tc.q, KD, E, 62),
+                                   wv = make_weights(tc.v, KD, E, 63),
+                                   wg = make_weights(tc.gate, FF, E, 64),
+                                   wu = make_weights(tc.up, FF, E, 65),
+                                   wd = make_weights(tc.v, E, FF, 66);
+        const std::vector<float> bq = random_vec(size_t(QD), 67), bk = random_vec(size_t(KD), 68),
+                                 bv = random_vec(size_t(KD), 69);
+        for (int64_t m : {1, 4, 37}) {
+            const std::vector<float> x = random_vec(size_t(m * ldx), 70);
+            const std::vector<float> f = random_vec(size_t(m * ldf), 71, -3.f, 3.f);
+            const std::vector<float> res = random_vec(size_t(m * ldo), 72);
+            const std::vector<float> q0(size_t(m * ldq), 7.f), kv0(size_t(m * ldkv), 7.f),
+                f0(size_t(m * ldf), 7.f);
+            // q, k, v of matmuls; then x after matmul_add of the down weight; then matmul_swiglu's
+            // out. fused: the backend's own ops; else the defaults in kernels/backend.h.
+            auto run = [&](cb::backend& be, bool fused) {
+                cb::backend_buffer wqb = put(be, wq), wkb = put(be, wk), wvb = put(be, wv),
+                                   wgb = put(be, wg), wub = put(be, wu), wdb = put(be, wd),
+                                   bqb = put(be, bq), bkb = put(be, bk), bvb = put(be, bv),
+                                   xb = put(be, x), fb = put(be, f), rb = put(be, res),
+                                   qb = put(be, q0), kb = put(be, kv0), vb = put(be, kv0),
+                                   ob = put(be, f0), tb = put(be, f0), hb = put(be, res);
+                const cb::matmul_out outs[3] = {
+                    {view_of(tc.q, wqb, QD, E), qb.as<float>(), ldq, bqb.as<float>()},
+                    {view_of(tc.q, wkb, KD, E), kb.as<float>(), ldkv, bkb.as<float>()},
+                    {view_of(tc.v, wvb, KD, E), vb.as<float>(), ldkv, bvb.as<float>()}};
+                const cb::weight_view down = view_of(tc.v, wdb, E, FF);
+                const cb::weight_view gate = view_of(tc.gate, wgb, FF, E),
+                                      up = view_of(tc.up, wub, FF, E);
+                if (fused) {
+                    be.matmuls(xb.as<float>(), m, ldx, outs, 3);
+                    be.matmul_add(down, fb.as<float>(), m, ldf, rb.as<float>(), ldo,
+                                  hb.as<float>());
+                    be.matmul_swiglu(gate, up, xb.as<float>(), m, ldx, ob.as<float>(), ldf,
+                                     tb.as<float>());
+                } else {
+                    be.backend::matmuls(xb.as<float>(), m, ldx, outs, 3);
+                    be.backend::matmul_add(down, fb.as<float>(), m, ldf, rb.as<float>(), ldo,
+                                           hb.as<float>());
+                    be.backend::matmul_swiglu(gate, up, xb.as<float>(), m, ldx, ob.as<float>(), ldf,
+                                              tb.as<float>());
+                }
+                return std::vector<std::vector<float>>{get<float>(be, qb, q0.size()),
+                                                       get<float>(be, kb, kv0.size()),
+                                                       get<float>(be, vb, kv0.size()),
+                                                       get<float>(be, rb, res.size()),
+                                                       get<float>(be, ob, f0.size())};
+            };
+            const std::string name = shape("fused matmuls", tc.q, m, QD, E) + " v " +
+                                     cb::dtype_name(tc.v) + " gate/up " + cb::dtype_name(tc.gate) +
+                                     "/" + cb::dtype_name(tc.up);
+            check({name, k_nmse_matmul, [&](cb::backend& be) { return run(be, true); }});
+            for (const candidate& cand : candidates()) {
+                std::unique_ptr<cb::backend> be = cand.make();
+                EXPECT_EQ(run(*be, true), run(*be, false)) << cand.name << ": " << name;
+            }
+        }
+    }
+}
+
 // backend::record: ops recorded once read their inputs as they are at each replay, and a
 // replay is the ops called one by one, bit for bit (the same kernels). An op that needs scratch
 // memory (a GEMM batch) is not recorded: record throws, nothing ran, and the backend goes on,

@@ -28,6 +28,10 @@
 #include <thread>
 #include <vector>
 
+#if CBL_CUDA_EMULATED
+#include "cuda_emulator.h"  // cbl_emu::kernels_run
+#endif
+
 #include "core/blend/blend.h"
 #include "core/engine/session.h"
 #include "core/kvstore/kv-store.h"
@@ -219,6 +223,30 @@ TEST_P(CudaModelTest, RecordedDecodeIsDecodeOpByOpBitForBit) {
                 model_->name().c_str(), device_under_test().c_str(), k_steps + k_more,
                 static_cast<long long>(fwd.decode_replays()));
 }
+
+#if CBL_CUDA_EMULATED
+// A decode step on a device is bound by its launches (a layer's weights take microseconds to
+// read on a GPU, a launch a few of its own), so the engine takes the fused ops of
+// kernels/backend.h: a layer is 8 kernels (rms_norm, q/k/v in one GEMV, RoPE with the cache
+// stores, attention, W_o with the residual add, rms_norm, gate/up with SwiGLU, W_down with the
+// residual add), 9 where v's weight type is not q's and k's (Q4_K_M files), plus the embedding,
+// the final norm and the head. Counted on the emulated device, op by op (a replayed recording runs
+// the same kernels).
+TEST_P(CudaModelTest, ADecodeStepLaunchesAtMostNineKernelsALayer) {
+    if (selftest()) GTEST_SKIP() << "the CPU launches no kernels";
+    auto dev = open(false, 64);
+    dev->engine(1).set_decode_recording(false);
+    const std::vector<float> first = dev->prefill(cbltest::random_tokens(*model_, 8, 5));
+    const uint64_t before = cbl_emu::kernels_run();
+    dev->decode(argmax(first));
+    const uint64_t launched = cbl_emu::kernels_run() - before;
+    const int n_layer = model_->hparams().n_layer;
+    EXPECT_LE(launched, uint64_t(9 * n_layer + 3));
+    EXPECT_GE(launched, uint64_t(8 * n_layer + 3));
+    std::printf("[ model ] %s: a decode step launches %llu kernels (%d layers)\n",
+                model_->name().c_str(), static_cast<unsigned long long>(launched), n_layer);
+}
+#endif
 
 TEST_P(CudaModelTest, LongContextMatchesTheCpu) {
     // 4096 tokens on the GPU; the self-test (two CPU backends) checks the harness on 1024, and

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -543,7 +544,10 @@ private:
 };
 #endif
 
+std::atomic<uint64_t> g_kernels_run{0};
+
 void run_grid(const char* name, dim3 grid, dim3 block, const std::function<void()>& body) {
+    g_kernels_run.fetch_add(1, std::memory_order_relaxed);
     block_failure f;
 #if CBL_EMU_TSAN
     const bool ok = block_workers::get().run(grid, block, body, &f);
@@ -599,6 +603,8 @@ void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int l
     me.src = warp * 32 + src;
     arrive_and_wait(b, __builtin_popcount(mask & r.warp_live[size_t(warp)]), true);
 }
+
+uint64_t kernels_run() { return g_kernels_run.load(std::memory_order_relaxed); }
 
 void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream,
             std::function<void()> body) {

@@ -54,6 +54,10 @@ void sync_threads();
 // __shfl_xor_sync's exchange: this thread's `in`, the `out` of lane (own lane ^ lane_mask).
 void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int lane_mask);
 
+// Kernels run so far in this process (each launch and each kernel of a replayed graph, counted
+// when it runs): what tests count to hold a step to its number of launches.
+uint64_t kernels_run();
+
 // Queues a kernel launch (the body runs once per thread when the stream reaches it) or records a
 // launch error (bad configuration) as cudaPeekAtLastError reports it.
 void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream,
@@ -97,6 +101,15 @@ inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
     ::cbl_emu::warp_exchange(mask, &v, &out, sizeof(T), lane_mask);
     return out;
 }
+
+// Device atomics, as real atomics with acquire-release order (under ThreadSanitizer the blocks of
+// a grid run on several host threads): a block that publishes results and then counts itself in
+// with atomicAdd is seen by the block that counts last. A GPU's atomicAdd is relaxed and needs
+// __threadfence() before it; the emulator cannot tell a missing fence.
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+inline void __threadfence() {}
 
 // The kernel launch of kernels/cuda/common.cuh's CBL_CUDA_LAUNCH.
 #define CBL_CUDA_EMULATED_LAUNCH(grid, block, stream, ...) \
