@@ -82,8 +82,16 @@ public:
     // bit; a device does them in fewer launches, the CPU takes the defaults.
     //
     // matmul(outs[j].w, x, m, ldx, outs[j].y, outs[j].ldy, outs[j].bias) for j < n: the
-    // products of one input (q, k and v of a layer); a device stages x once.
-    virtual void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n) {
+    // products of one input (q, k and v of a layer), all of outs[0].w.cols columns; a device
+    // stages x once. With `norm`, x's rows are RMS-normalized first (see pre_norm).
+    virtual void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n,
+                         const pre_norm* norm) {
+        if (n <= 0) return;
+        if (norm) {
+            rms_norm(x, m, outs[0].w.cols, ldx, norm->gamma, norm->eps, norm->h, norm->ldh);
+            x = norm->h;
+            ldx = norm->ldh;
+        }
         for (int j = 0; j < n; ++j) {
             matmul(outs[j].w, x, m, ldx, outs[j].y, outs[j].ldy, outs[j].bias);
         }
@@ -96,11 +104,12 @@ public:
         add_rows(y, tmp, m, w.rows, ldy);
     }
     // out = swiglu(W_gate x, W_up x): gate into out and up into tmp (both m rows, ld floats
-    // apart; gate.rows == up.rows), then swiglu into out.
+    // apart; gate.rows == up.rows) by matmuls (with its `norm`), then swiglu into out.
     virtual void matmul_swiglu(const weight_view& gate, const weight_view& up, const float* x,
-                               int64_t m, int64_t ldx, float* out, int64_t ld, float* tmp) {
+                               int64_t m, int64_t ldx, float* out, int64_t ld, float* tmp,
+                               const pre_norm* norm) {
         const matmul_out outs[2] = {{gate, out, ld, nullptr}, {up, tmp, ld, nullptr}};
-        matmuls(x, m, ldx, outs, 2);
+        matmuls(x, m, ldx, outs, 2, norm);
         swiglu(out, tmp, m, gate.rows, ld, out);
     }
     virtual void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,

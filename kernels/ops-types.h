@@ -29,6 +29,17 @@ struct matmul_out {
     const float* bias = nullptr;
 };
 
+// An RMSNorm of the input rows that a fused matmul applies first (backend::matmuls,
+// matmul_swiglu): rms_norm(x, m, cols, ldx, gamma, eps, h, ldh), then the product of h. h is
+// backend memory the op may use: the defaults leave the normalized rows there, a device that
+// normalizes inside its kernel leaves it as it was.
+struct pre_norm {
+    const float* gamma = nullptr;
+    float eps = 0.f;
+    float* h = nullptr;
+    int64_t ldh = 0;
+};
+
 enum class rope_style {
     norm,  // rotate adjacent pairs (x[2i], x[2i+1]): GGUF `llama` arch (converter permuted Q/K)
     neox,  // rotate halves (x[i], x[i + n_dims/2]): qwen2 and HF-layout models

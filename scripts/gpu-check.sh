@@ -228,20 +228,20 @@ for m in "${models[@]}"; do
   rm -f "$big"
 done
 # Out-of-bounds and misaligned device accesses in the kernels that have run least (matmul
-# staging, both attention paths, attention_mass), when the toolkit has compute-sanitizer and the
+# staging, the fused GEMVs, both attention paths and the split one, attention_mass), when the toolkit has compute-sanitizer and the
 # run has time left of its 8 minutes (memcheck slows kernels 10-100x).
 sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$nvcc")/compute-sanitizer" 2>/dev/null || true)
 left=$((budget - 30 - (SECONDS - t0)))
 if ((selftest == 0)) && [[ -n $sanitizer ]] && ((left > 60)); then
   rc=0
-  filter='BackendOps.MatmulActivationsBeyondHalfRange:BackendOps.Attention*'
+  filter='BackendOps.MatmulActivationsBeyondHalfRange:BackendOps.Fused*:BackendOps.Attention*'
   limited "$left" "$sanitizer" --tool memcheck --error-exitcode 3 "$build/tests/test_backend_ops" \
     --gtest_filter="$filter" >"$out/memcheck.log" 2>&1 || rc=$?
   # Only reported accesses count against the kernels: the sanitizer may refuse the device (it
   # did on gVisor machines: "Device not supported"), and a test failing under it failed above.
   found=$(grep -cE '^========= (Invalid|Program hit)' "$out/memcheck.log" || true)
   if ((rc == 0)); then
-    echo "  memcheck (matmul, attention, attention_mass): clean"
+    echo "  memcheck (matmul, fused matmuls, attention, attention_mass): clean"
   elif ((found > 0)); then
     echo "  memcheck: ERRORS (rc $rc), first ones:"
     grep -E '^========= (Invalid|Program hit)' "$out/memcheck.log" | head -8 | sed 's/^/    /'

@@ -100,16 +100,18 @@ public:
                 const float* bias) override {
         guarded([&] { b_->matmul(w, x, m, ldx, y, ldy, bias); });
     }
-    void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n) override {
-        guarded([&] { b_->matmuls(x, m, ldx, outs, n); });
+    void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n,
+                 const pre_norm* norm) override {
+        guarded([&] { b_->matmuls(x, m, ldx, outs, n, norm); });
     }
     void matmul_add(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
                     int64_t ldy, float* tmp) override {
         guarded([&] { b_->matmul_add(w, x, m, ldx, y, ldy, tmp); });
     }
     void matmul_swiglu(const weight_view& gate, const weight_view& up, const float* x, int64_t m,
-                       int64_t ldx, float* out, int64_t ld, float* tmp) override {
-        guarded([&] { b_->matmul_swiglu(gate, up, x, m, ldx, out, ld, tmp); });
+                       int64_t ldx, float* out, int64_t ld, float* tmp,
+                       const pre_norm* norm) override {
+        guarded([&] { b_->matmul_swiglu(gate, up, x, m, ldx, out, ld, tmp, norm); });
     }
     void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
                   int64_t ldy) override {

@@ -84,12 +84,11 @@ void forward_engine::project_qkv(int layer, int64_t n) {
     const model_hparams& hp = m_.hparams();
     const layer_weights& L = w_->layers[static_cast<size_t>(layer)];
     const int64_t E = hp.n_embd;
-    float* h = h_.as<float>();
-    be_.rms_norm(x(), n, E, E, L.attn_norm, hp.rms_eps, h, E);
     const matmul_out qkv[3] = {{L.wq, q_.as<float>(), hp.q_dim(), L.bq},
                                {L.wk, k(), hp.kv_dim(), L.bk},
                                {L.wv, v(), hp.kv_dim(), L.bv}};
-    be_.matmuls(h, n, E, qkv, 3);
+    const pre_norm norm{L.attn_norm, hp.rms_eps, h_.as<float>(), E};
+    be_.matmuls(x(), n, E, qkv, 3, &norm);  // q, k, v of rms_norm(x)
 }
 
 void forward_engine::rope_store_kv(int layer, kv_cache& cache, int64_t n) {
@@ -159,8 +158,8 @@ void forward_engine::attend_roped_and_mlp(int layer, kv_cache& cache, int64_t n,
     be_.attention(aa);
     be_.matmul_add(L.wo, attn, n, QD, x(), E, h);  // the residual: x += W_o attn
 
-    be_.rms_norm(x(), n, E, E, L.ffn_norm, hp.rms_eps, h, E);
-    be_.matmul_swiglu(L.w_gate, L.w_up, h, n, E, gate, FF, up);
+    const pre_norm norm{L.ffn_norm, hp.rms_eps, h, E};
+    be_.matmul_swiglu(L.w_gate, L.w_up, x(), n, E, gate, FF, up, &norm);
     be_.matmul_add(L.w_down, gate, n, FF, x(), E, h);
 }
 

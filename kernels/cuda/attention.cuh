@@ -14,5 +14,9 @@ constexpr int k_attn_max_head_dim = 256;
 
 void cbl_cuda_attention(cuda_ctx& ctx, const attention_args& a);
 
+// Calls of the row kernel that split keys over blocks in this process (backend-cuda.h exports
+// it for tests).
+int64_t cbl_cuda_attention_split_calls() noexcept;
+
 }  // namespace cuda
 }  // namespace cacheblend

@@ -117,16 +117,18 @@ public:
                 int64_t ldy, const float* bias) override {
         run([&] { cuda::cbl_cuda_matmul(ctx_, w, x, m, ldx, y, ldy, bias); });
     }
-    void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n) override {
-        run([&] { cuda::cbl_cuda_matmuls(ctx_, x, m, ldx, outs, n); });
+    void matmuls(const float* x, int64_t m, int64_t ldx, const matmul_out* outs, int n,
+                 const pre_norm* norm) override {
+        run([&] { cuda::cbl_cuda_matmuls(ctx_, x, m, ldx, outs, n, norm); });
     }
     void matmul_add(const weight_view& w, const float* x, int64_t m, int64_t ldx, float* y,
                     int64_t ldy, float* tmp) override {
         run([&] { cuda::cbl_cuda_matmul_add(ctx_, w, x, m, ldx, y, ldy, tmp); });
     }
     void matmul_swiglu(const weight_view& gate, const weight_view& up, const float* x, int64_t m,
-                       int64_t ldx, float* out, int64_t ld, float* tmp) override {
-        run([&] { cuda::cbl_cuda_matmul_swiglu(ctx_, gate, up, x, m, ldx, out, ld, tmp); });
+                       int64_t ldx, float* out, int64_t ld, float* tmp,
+                       const pre_norm* norm) override {
+        run([&] { cuda::cbl_cuda_matmul_swiglu(ctx_, gate, up, x, m, ldx, out, ld, tmp, norm); });
     }
     void get_rows(const weight_view& w, const int32_t* ids, int64_t m, float* y,
                   int64_t ldy) override {
@@ -254,6 +256,7 @@ int cuda_device_count() noexcept {
 }
 
 int64_t cuda_attention_gemm_calls() noexcept { return cuda::cbl_cuda_attention_gemm_calls(); }
+int64_t cuda_attention_split_calls() noexcept { return cuda::cbl_cuda_attention_split_calls(); }
 
 std::unique_ptr<backend> create_cuda_backend(int device) {
     int n = 0;

@@ -23,5 +23,7 @@ std::unique_ptr<backend> create_cuda_backend(int device);
 // Attention calls of this process that ran as GEMMs (kernels/cuda/attention-gemm.cuh) rather
 // than on the row kernel: how tests know which path they checked.
 int64_t cuda_attention_gemm_calls() noexcept;
+// Row-kernel attention calls that split rows' keys over several blocks (kernels/cuda/attention.cu).
+int64_t cuda_attention_split_calls() noexcept;
 
 }  // namespace cacheblend

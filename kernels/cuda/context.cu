@@ -38,6 +38,7 @@ cuda_ctx::~cuda_ctx() {
     plans_.reset();
     for (device_buffer& b : scratch_) b.reset();
     workspace_.reset();
+    fixed_.reset();
     if (stream_.get()) cudaStreamSynchronize(stream_.get());
     // The handle and the stream go here, on their device, not after the guard gave it back.
     lt_ = cublaslt_handle();
@@ -72,6 +73,28 @@ void* cuda_ctx::workspace() {
         workspace_ = device_buffer(k_workspace_bytes, stream());
     }
     return workspace_.get();
+}
+
+void* cuda_ctx::fixed_zeroed(size_t bytes) {
+    if (!fixed_.get()) {
+        refuse_while_recording(recording_, "a new fixed buffer");
+        fixed_ = device_buffer(bytes, stream());
+        CBL_CUDA_CHECK(cudaMemsetAsync(fixed_.get(), 0, bytes, stream()));
+    } else if (fixed_.size() < bytes) {
+        throw kernel_error(kernel_status::internal,
+                           kernel_fmt("cuda: fixed buffer of %zu bytes asked for %zu",
+                                      fixed_.size(), bytes));
+    }
+    return fixed_.get();
+}
+
+int cuda_ctx::sm_count() {
+    if (sm_count_ <= 0) {
+        int n = 0;
+        CBL_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device_));
+        sm_count_ = n > 0 ? n : 1;
+    }
+    return sm_count_;
 }
 
 gemm_plan_cache& cuda_ctx::plans() {

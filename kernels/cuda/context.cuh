@@ -59,6 +59,15 @@ public:
     // later, larger request frees), and the recording fails.
     void* scratch(int slot, size_t bytes);
 
+    // A buffer of a fixed size for the life of the context, allocated by the first call and
+    // zeroed then: for state a kernel leaves as it found it (the row attention's arrival
+    // counters), which a recorded graph may name because it never moves. Every call passes the
+    // same bytes (a larger request is an internal error); the first may not be during recording.
+    void* fixed_zeroed(size_t bytes);
+
+    // The device's multiprocessors (read once): kernels that split work to fill the GPU.
+    int sm_count();
+
     // Whether ops are being recorded into a graph on stream() (recording.cuh): nothing may
     // allocate, free or wait for the stream meanwhile.
     bool recording() const noexcept { return recording_; }
@@ -73,6 +82,8 @@ private:
     cuda_stream stream_;
     cublaslt_handle lt_;
     device_buffer workspace_;
+    device_buffer fixed_;
+    int sm_count_ = 0;
     static constexpr int k_scratch_slots = 5;
     device_buffer scratch_[k_scratch_slots];
     std::unique_ptr<gemm_plan_cache> plans_;

@@ -8,6 +8,7 @@
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/gemv.cuh"
+#include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/weight-types.cuh"
 
 namespace cacheblend {
@@ -210,7 +211,7 @@ void cbl_cuda_matmul(cuda_ctx& ctx, const weight_view& w, const float* x, int64_
 }
 
 void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, const matmul_out* outs,
-                      int n) {
+                      int n, const pre_norm* norm) {
     if (m <= 0 || n <= 0) return;
     for (int j = 1; j < n; ++j) {
         if (outs[j].w.cols != outs[0].w.cols) {
@@ -221,7 +222,18 @@ void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, con
                                           static_cast<long long>(outs[j].w.cols)));
         }
     }
-    staged_input in(ctx, x, m, outs[0].w.cols, ldx);
+    const int64_t k = outs[0].w.cols;
+    // Decode sizes normalize inside every GEMV launch; the rest normalize into h once.
+    bool norm_in_gemv = norm && m <= k_gemv_max_rows;
+    for (int j = 0; norm_in_gemv && j < n; ++j) {
+        norm_in_gemv = outs[j].w.rows > 0 && k > 0;
+    }
+    if (norm && !norm_in_gemv) {
+        cbl_cuda_rms_norm(ctx, {x, m, k, ldx, norm->gamma, norm->eps, norm->h, norm->ldh});
+        x = norm->h;
+        ldx = norm->ldh;
+    }
+    staged_input in(ctx, x, m, k, ldx);
     for (int j = 0; j < n;) {
         // Decode: consecutive weights of one type go in one launch.
         int len = 1;
@@ -229,10 +241,14 @@ void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, con
                same_gemv(outs[j].w, outs[j + len].w)) {
             ++len;
         }
-        if (len == 1) {
+        if (len == 1 && !norm_in_gemv) {
             matmul_one(ctx, outs[j], in);
         } else {
-            gemv_args ga = gemv_input(x, m, ldx, outs[j].w.cols);
+            gemv_args ga = gemv_input(x, m, ldx, k);
+            if (norm_in_gemv) {
+                ga.norm_gamma = norm->gamma;
+                ga.norm_eps = norm->eps;
+            }
             ga.n_out = len;
             for (int i = 0; i < len; ++i) {
                 check_weight_type(outs[j + i].w, "matmuls");
@@ -260,7 +276,7 @@ void cbl_cuda_matmul_add(cuda_ctx& ctx, const weight_view& w, const float* x, in
 
 void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight_view& up,
                             const float* x, int64_t m, int64_t ldx, float* out, int64_t ld,
-                            float* tmp) {
+                            float* tmp, const pre_norm* norm) {
     if (m <= 0) return;
     if (gate.rows != up.rows) {
         throw kernel_error(kernel_status::invalid_arg,
@@ -271,6 +287,10 @@ void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight
     if (m <= k_gemv_max_rows && same_gemv(gate, up)) {
         check_weight_type(up, "matmul_swiglu");
         gemv_args ga = gemv_input(x, m, ldx, gate.cols);
+        if (norm) {
+            ga.norm_gamma = norm->gamma;
+            ga.norm_eps = norm->eps;
+        }
         ga.n_out = 2;
         ga.out[0] = gemv_out_of({gate, out, ld, nullptr});
         ga.out[1] = gemv_out_of({up, tmp, ld, nullptr});
@@ -279,7 +299,7 @@ void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight
         return;
     }
     const matmul_out outs[2] = {{gate, out, ld, nullptr}, {up, tmp, ld, nullptr}};
-    cbl_cuda_matmuls(ctx, x, m, ldx, outs, 2);
+    cbl_cuda_matmuls(ctx, x, m, ldx, outs, 2, norm);
     cbl_cuda_swiglu(ctx, out, tmp, m, gate.rows, ld, out);
 }
 

@@ -21,15 +21,16 @@ void cbl_cuda_matmul(cuda_ctx& ctx, const weight_view& w, const float* x, int64_
                      float* y, int64_t ldy, const float* bias);
 
 // The fused forms of backend::matmuls / matmul_add / matmul_swiglu (kernels/backend.h): decode
-// sizes in one GEMV launch per weight type with the add or SwiGLU in its epilogue; prefill sizes
-// stage x as f16 once for every weight of matmuls and take the unfused ops otherwise.
+// sizes in one GEMV launch per weight type with the norm in its prologue and the add or SwiGLU in
+// its epilogue; prefill sizes stage x as f16 once for every weight of matmuls and take the
+// unfused ops otherwise (the norm into pre_norm::h first).
 void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, const matmul_out* outs,
-                      int n);
+                      int n, const pre_norm* norm);
 void cbl_cuda_matmul_add(cuda_ctx& ctx, const weight_view& w, const float* x, int64_t m,
                          int64_t ldx, float* y, int64_t ldy, float* tmp);
 void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight_view& up,
                             const float* x, int64_t m, int64_t ldx, float* out, int64_t ld,
-                            float* tmp);
+                            float* tmp, const pre_norm* norm);
 
 // Row i of y = dequantized row ids[i] of w (zeros for an id outside w), ids in device memory.
 void cbl_cuda_get_rows(cuda_ctx& ctx, const weight_view& w, const int32_t* ids, int64_t m,

@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemv.cuh"
 
 #include "kernels/cuda/math/elementwise.h"
+#include "kernels/cuda/rms-block-sum.cuh"
 #include "kernels/cuda/weight-types.cuh"
 
 namespace cacheblend {
@@ -11,16 +12,30 @@ constexpr int k_warps = 4;  // output rows per block
 
 __host__ __device__ inline int64_t blocks_of(int64_t n) { return (n + k_warps - 1) / k_warps; }
 
+// x[i][c] as the product reads it: the row itself, or (Norm) normalized as rms_norm_kernel writes
+// it. Its own struct, by value: the kernel indexes its outs at run time, which may put its
+// arguments in local memory, and the loop should not read them from there.
+struct gemv_input {
+    const float* x;
+    int64_t ldx;
+    const float* gamma;
+    float scale[k_gemv_max_rows];
+};
+
+template <bool Norm>
+__device__ inline float input_at(const gemv_input& in, int i, int64_t c) {
+    const float v = in.x[i * in.ldx + c];
+    return Norm ? hd::rms_norm_apply(v, in.scale[i], in.gamma[c]) : v;
+}
+
 // acc[i] = dot(dequant(row), x[i]) for i < m, on every lane. Lane l takes columns 8l .. 8l + 7 of
 // every 256-column span, so one warp step covers a K-quant super-block (eight 32-column blocks of
 // the others) and each lane decodes its sub-block's scale once for its 8 weights
 // (hd::dequant_run8) instead of once per weight. Columns past the last multiple of 8 (only
 // unquantized rows can have them) go one per lane. Then a butterfly reduction per activation row.
-// The scalars come by value: the kernel indexes its outs at run time, which may put its
-// arguments in local memory, and the loop should not read them from there.
-template <typename T>
-__device__ void dot_row(const uint8_t* row, const float* xs, int64_t ldx, int64_t k, int m,
-                        int lane, float (&acc)[k_gemv_max_rows]) {
+template <typename T, bool Norm>
+__device__ void dot_row(const uint8_t* row, const gemv_input& in, int64_t k, int m, int lane,
+                        float (&acc)[k_gemv_max_rows]) {
 #pragma unroll
     for (int i = 0; i < k_gemv_max_rows; ++i) acc[i] = 0.f;
     const int64_t k8 = k & ~int64_t(7);
@@ -30,16 +45,15 @@ __device__ void dot_row(const uint8_t* row, const float* xs, int64_t ldx, int64_
 #pragma unroll
         for (int i = 0; i < k_gemv_max_rows; ++i) {
             if (i >= m) break;
-            const float* x = xs + i * ldx + c0;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) acc[i] = fmaf(wv[j], x[j], acc[i]);
+            for (int j = 0; j < 8; ++j) acc[i] = fmaf(wv[j], input_at<Norm>(in, i, c0 + j), acc[i]);
         }
     }
     for (int64_t c = k8 + lane; c < k; c += 32) {
         const float wv = hd::dequant_at<T>(row, c);
 #pragma unroll
         for (int i = 0; i < k_gemv_max_rows; ++i) {
-            if (i < m) acc[i] = fmaf(wv, xs[i * ldx + c], acc[i]);
+            if (i < m) acc[i] = fmaf(wv, input_at<Norm>(in, i, c), acc[i]);
         }
     }
 #pragma unroll
@@ -49,10 +63,19 @@ __device__ void dot_row(const uint8_t* row, const float* xs, int64_t ldx, int64_
 }
 
 // One warp per weight row. The outs' blocks follow one another in the grid (store, accumulate);
-// for swiglu a warp takes row r of both gate and up.
-template <typename T>
+// for swiglu a warp takes row r of both gate and up. With a norm every block first reduces the
+// input rows itself (a few KB from L2), which costs less than a launch that writes them out.
+template <typename T, bool Norm>
 __global__ void gemv_kernel(gemv_args a) {
     const int lane = threadIdx.x & 31;
+    gemv_input in{a.x, a.ldx, a.norm_gamma, {}};
+    if (Norm) {  // every thread, before any returns: the reduction has barriers
+        __shared__ double partial[k_rms_threads / 32];
+        for (int i = 0; i < a.m; ++i) {
+            const double sum = rms_block_sum<k_warps * 32>(a.x + i * a.ldx, a.k, partial);
+            in.scale[i] = hd::rms_norm_scale(sum, a.k, a.norm_eps);
+        }
+    }
     int64_t b = blockIdx.x;
     int j = 0;
     if (a.epilogue != gemv_epilogue::swiglu) {
@@ -62,10 +85,10 @@ __global__ void gemv_kernel(gemv_args a) {
     const int64_t r = b * k_warps + (threadIdx.x >> 5);
     if (r >= o.n) return;
     float acc[k_gemv_max_rows];
-    dot_row<T>(o.w + r * o.row_bytes, a.x, a.ldx, a.k, a.m, lane, acc);
+    dot_row<T, Norm>(o.w + r * o.row_bytes, in, a.k, a.m, lane, acc);
     float up[k_gemv_max_rows] = {};
     if (a.epilogue == gemv_epilogue::swiglu) {
-        dot_row<T>(a.out[1].w + r * a.out[1].row_bytes, a.x, a.ldx, a.k, a.m, lane, up);
+        dot_row<T, Norm>(a.out[1].w + r * a.out[1].row_bytes, in, a.k, a.m, lane, up);
     }
     if (lane != 0) return;
 #pragma unroll
@@ -104,7 +127,11 @@ void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a) {
     }
     if (blocks <= 0) return;
     const unsigned grid = grid_1d(blocks * k_warps, k_warps);
-    CBL_CUDA_LAUNCH(grid, k_warps * 32, ctx.stream(), gemv_kernel<T>)(a);
+    if (a.norm_gamma) {
+        CBL_CUDA_LAUNCH(grid, k_warps * 32, ctx.stream(), gemv_kernel<T, true>)(a);
+    } else {
+        CBL_CUDA_LAUNCH(grid, k_warps * 32, ctx.stream(), gemv_kernel<T, false>)(a);
+    }
     CBL_CUDA_LAUNCH_CHECK();
 }
 

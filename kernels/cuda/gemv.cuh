@@ -1,8 +1,9 @@
 // Decode-sized matmul (a few activation rows): y[i][r] = dot(dequant(W row r), x[i]) + bias[r],
 // reading each weight block once and dequantizing it in registers. Memory-bound like the CPU's
 // decode path; no f16 staging buffer, no cuBLASLt call. One launch serves up to three weights of
-// one type over the same input (a layer's q/k/v), and its epilogue may add into y (the residual)
-// or pair gate and up rows into SwiGLU: the arithmetic of the separate ops, in one launch.
+// one type over the same input (a layer's q/k/v), it may RMS-normalize that input first, and its
+// epilogue may add into y (the residual) or pair gate and up rows into SwiGLU: the arithmetic
+// of the separate ops, in one launch.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,10 @@ struct gemv_args {
     int64_t ldx = 0;
     int m = 0;  // 1 .. k_gemv_max_rows
     gemv_epilogue epilogue = gemv_epilogue::store;
+    // When set, x's rows are RMS-normalized with these k weights first, in the bits of the norm
+    // kernel (norm.cuh): every block reduces the rows itself, so no launch writes them out.
+    const float* norm_gamma = nullptr;
+    float norm_eps = 0.f;
 };
 
 template <typename T> void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a);

@@ -1,28 +1,23 @@
 #include "kernels/cuda/norm.cuh"
 
 #include "kernels/cuda/math/rms-norm.h"
+#include "kernels/cuda/rms-block-sum.cuh"
 
 namespace cacheblend {
 namespace cuda {
 namespace {
 
-constexpr int k_threads = 256;
+constexpr int k_threads = k_rms_threads;
 
 // One block per row. The sum of squares is kept in double like the CPU's (ggml's) so that the
-// reordered parallel sum still rounds to the CPU's float mean in all but rare ties.
+// reordered parallel sum still rounds to the CPU's float mean in all but rare ties; its order is
+// rms_block_sum's, which the decode GEMV's own norm shares.
 __global__ void rms_norm_kernel(rms_norm_args a) {
     const int64_t row = blockIdx.x;
     const float* x = a.x + row * a.ldx;
     float* y = a.y + row * a.ldy;
-    double s = 0.0;
-    for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) s += hd::rms_sq_term(x[i]);
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     __shared__ double partial[k_threads / 32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) partial[warp] = s;
-    __syncthreads();
-    double total = 0.0;
-    for (int w = 0; w < k_threads / 32; ++w) total += partial[w];  // same order in every thread
+    const double total = rms_block_sum<k_threads>(x, a.n, partial);
     const float scale = hd::rms_norm_scale(total, a.n, a.eps);
     // Every read of x happened before the barrier or is by the thread that writes y[i]: aliasing
     // y = x is safe.

@@ -657,6 +657,63 @@ TEST(BackendOps, AttentionReadsOnlyVisibleKeysWhenAsked) {
 #endif
 }
 
+// A row that sees many keys is split over several blocks (kernels/cuda/attention.cu): decode rows
+// (one and a few) against the CPU at positions that give one split, a split boundary and many
+// splits, one row with no visible key beside them; twice on one backend, the same bits (each
+// split's arrival counter is left as found), and with n_keys the cache's size and
+// visible_keys_only (a recorded decode step) the same bits as n_keys = position + 1 (the split
+// depends on the visible keys only).
+TEST(BackendOps, AttentionSplitsLongRowsOverBlocks) {
+    const attn_case cases[] = {
+        {9, 3, 64, 3000, {2999}},                    // SmolLM2 decode
+        {12, 2, 128, 3000, {2999, 63, 64, 127, 1}},  // Qwen2.5-1.5B, a few rows
+        {14, 2, 64, 700, {699, -1}},                 // Qwen2.5-0.5B; a row seeing no key
+        {9, 3, 64, 1500, {1499}},                    // shorter, for the sanitizers' runs
+    };
+#if CBL_WITH_CUDA
+    const int64_t split_calls = cb::cuda_attention_split_calls();
+    int n_cuda = 0;
+    for (const candidate& c : candidates()) n_cuda += c.name.rfind("cuda:", 0) == 0;
+#endif
+    const char* short_env = std::getenv("CBL_BACKEND_OPS_SHORT");  // as in Attention
+    const bool short_run = short_env != nullptr && std::string(short_env) == "1";
+    for (const attn_case& ac : cases) {
+        if (short_run && ac.n_keys > 2000) continue;
+        const int64_t n_q = ac.n_q(), q_ld = ac.q_ld(), kv_ld = ac.kv_ld();
+        const std::vector<float> q = random_vec(size_t(n_q * q_ld), 81, -4.f, 4.f);
+        const std::vector<uint16_t> k =
+            to_f16(random_vec(size_t(ac.n_keys * kv_ld), 82, -2.f, 2.f));
+        const std::vector<uint16_t> v = to_f16(random_vec(size_t(ac.n_keys * kv_ld), 83));
+        const std::vector<float> o0(size_t(n_q * q_ld), 7.f);
+        const std::string name = "split attention heads=" + std::to_string(ac.n_head) +
+                                 " n_q=" + std::to_string(n_q) +
+                                 " n_keys=" + std::to_string(ac.n_keys);
+        check({name, k_nmse_attention, [&](cb::backend& be) {
+                   return std::vector<std::vector<float>>{run_attention(be, ac, q, k, v, o0)};
+               }});
+        for (const candidate& cand : candidates()) {
+            std::unique_ptr<cb::backend> be = cand.make();
+            const std::vector<float> once = run_attention(*be, ac, q, k, v, o0);
+            EXPECT_EQ(run_attention(*be, ac, q, k, v, o0), once) << cand.name << ": " << name;
+            if (n_q == 1) {  // exactly the keys up to the row's position, or the cache's size
+                attn_case exact = ac;
+                exact.n_keys = ac.q_pos[0] + 1;
+                const size_t kept = size_t(exact.n_keys * kv_ld);
+                const std::vector<uint16_t> k1(k.begin(), k.begin() + kept),
+                    v1(v.begin(), v.begin() + kept);
+                EXPECT_EQ(run_attention(*be, exact, q, k1, v1, o0), once) << cand.name;
+                EXPECT_EQ(run_attention(*be, ac, q, k, v, o0, true), once) << cand.name;
+            }
+        }
+    }
+#if CBL_WITH_CUDA
+    if (n_cuda > 0) {
+        EXPECT_GT(cb::cuda_attention_split_calls(), split_calls)
+            << "no attention call split its keys over blocks";
+    }
+#endif
+}
+
 TEST(BackendOps, SwigluAndAddRows) {
     const int64_t m = 13, n = 1536, ld = n + 3;
     const std::vector<float> gate = random_vec(size_t(m * ld), 15, -10.f, 10.f);
@@ -682,7 +739,9 @@ TEST(BackendOps, SwigluAndAddRows) {
 // The fused matmul forms (backend::matmuls, matmul_add, matmul_swiglu): against the CPU, and on
 // each backend against its own default (the unfused calls) bit for bit. Decode sizes (1 and 4
 // rows, one GEMV launch a weight type) and prefill sizes (the GEMM path, x staged once); q and k
-// of one type with v of another (two launches, as in Q4_K_M files), biases, padded rows.
+// of one type with v of another (two launches, as in Q4_K_M files), biases, padded rows; with
+// and without the RMSNorm of the input (a device's GEMV normalizes inside, in the bits of its norm
+// kernel; inputs scaled up so the norm matters).
 TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
     const int64_t E = 256, QD = 256, KD = 96, FF = 512;
     const int64_t ldx = E + 3, ldq = QD + 1, ldkv = KD + 2, ldf = FF + 5, ldo = E + 4;
@@ -701,8 +760,14 @@ TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
                                    wd = make_weights(tc.v, E, FF, 66);
         const std::vector<float> bq = random_vec(size_t(QD), 67), bk = random_vec(size_t(KD), 68),
                                  bv = random_vec(size_t(KD), 69);
-        for (int64_t m : {1, 4, 37}) {
-            const std::vector<float> x = random_vec(size_t(m * ldx), 70);
+        const std::vector<float> gamma = random_vec(size_t(E), 73, 0.5f, 1.5f);
+        for (auto [m, normed] : {std::pair<int64_t, bool>{1, false},
+                                 {4, false},
+                                 {37, false},
+                                 {1, true},
+                                 {3, true},
+                                 {37, true}}) {
+            const std::vector<float> x = random_vec(size_t(m * ldx), 70, -20.f, 20.f);
             const std::vector<float> f = random_vec(size_t(m * ldf), 71, -3.f, 3.f);
             const std::vector<float> res = random_vec(size_t(m * ldo), 72);
             const std::vector<float> q0(size_t(m * ldq), 7.f), kv0(size_t(m * ldkv), 7.f),
@@ -715,7 +780,10 @@ TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
                                    bqb = put(be, bq), bkb = put(be, bk), bvb = put(be, bv),
                                    xb = put(be, x), fb = put(be, f), rb = put(be, res),
                                    qb = put(be, q0), kb = put(be, kv0), vb = put(be, kv0),
-                                   ob = put(be, f0), tb = put(be, f0), hb = put(be, res);
+                                   ob = put(be, f0), tb = put(be, f0), hb = put(be, res),
+                                   gb = put(be, gamma), nb = put(be, x);
+                const cb::pre_norm pn{gb.as<float>(), 1e-5f, nb.as<float>(), ldx};
+                const cb::pre_norm* norm = normed ? &pn : nullptr;
                 const cb::matmul_out outs[3] = {
                     {view_of(tc.q, wqb, QD, E), qb.as<float>(), ldq, bqb.as<float>()},
                     {view_of(tc.q, wkb, KD, E), kb.as<float>(), ldkv, bkb.as<float>()},
@@ -724,17 +792,17 @@ TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
                 const cb::weight_view gate = view_of(tc.gate, wgb, FF, E),
                                       up = view_of(tc.up, wub, FF, E);
                 if (fused) {
-                    be.matmuls(xb.as<float>(), m, ldx, outs, 3);
+                    be.matmuls(xb.as<float>(), m, ldx, outs, 3, norm);
                     be.matmul_add(down, fb.as<float>(), m, ldf, rb.as<float>(), ldo,
                                   hb.as<float>());
                     be.matmul_swiglu(gate, up, xb.as<float>(), m, ldx, ob.as<float>(), ldf,
-                                     tb.as<float>());
+                                     tb.as<float>(), norm);
                 } else {
-                    be.backend::matmuls(xb.as<float>(), m, ldx, outs, 3);
+                    be.backend::matmuls(xb.as<float>(), m, ldx, outs, 3, norm);
                     be.backend::matmul_add(down, fb.as<float>(), m, ldf, rb.as<float>(), ldo,
                                            hb.as<float>());
                     be.backend::matmul_swiglu(gate, up, xb.as<float>(), m, ldx, ob.as<float>(), ldf,
-                                              tb.as<float>());
+                                              tb.as<float>(), norm);
                 }
                 return std::vector<std::vector<float>>{get<float>(be, qb, q0.size()),
                                                        get<float>(be, kb, kv0.size()),
@@ -744,7 +812,7 @@ TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
             };
             const std::string name = shape("fused matmuls", tc.q, m, QD, E) + " v " +
                                      cb::dtype_name(tc.v) + " gate/up " + cb::dtype_name(tc.gate) +
-                                     "/" + cb::dtype_name(tc.up);
+                                     "/" + cb::dtype_name(tc.up) + (normed ? " normed" : "");
             check({name, k_nmse_matmul, [&](cb::backend& be) { return run(be, true); }});
             for (const candidate& cand : candidates()) {
                 std::unique_ptr<cb::backend> be = cand.make();

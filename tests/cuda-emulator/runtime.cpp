@@ -368,6 +368,15 @@ cudaError_t cudaGetDeviceCount(int* count) {
     return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+    constexpr int k_emulated_sms = 32;
+    if (!value) return note(cudaErrorInvalidValue);
+    if (device != 0) return note(cudaErrorInvalidDevice);
+    if (attr != cudaDevAttrMultiProcessorCount) return note(cudaErrorInvalidValue);
+    *value = k_emulated_sms;
+    return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) {
     std::lock_guard<std::recursive_mutex> lock(device_mutex());
     if (device != 0) return note(cudaErrorInvalidDevice);

@@ -17,6 +17,24 @@ namespace hd {
 // an SM's schedulers idle. The host mirror in test_cuda_device_math splits keys the same way.
 constexpr int k_attn_row_warps = 16;
 
+// A (query row, head) whose keys are many may be split over several blocks (flash-decoding: a
+// decode step has one row, and its few heads alone would leave most of a GPU idle). The split is
+// a function of the row's visible keys and the launch's split count only, never of n_keys, so a
+// step recorded over the cache's whole size and one run over exactly its keys give the same bits.
+// Splits of at least k_attn_min_split_keys keys (a few per warp); `limit` keys in n_split or
+// fewer ranges of `chunk` keys, of which attn_active_splits are not empty (1 when no key is
+// visible: that block writes the zero row).
+constexpr int k_attn_min_split_keys = 64;
+
+CBL_HD inline int64_t attn_split_chunk(int64_t limit, int n_split) {
+    const int64_t even = (limit + n_split - 1) / n_split;
+    return even > k_attn_min_split_keys ? even : k_attn_min_split_keys;
+}
+
+CBL_HD inline int attn_active_splits(int64_t limit, int64_t chunk) {
+    return limit <= 0 ? 1 : static_cast<int>((limit + chunk - 1) / chunk);
+}
+
 struct softmax_state {
     float m;  // running max score (log2 units); -inf while empty
     float l;  // running sum of exp2(s - m)

@@ -47,6 +47,10 @@ using cudaEvent_t = CUevent_st*;
 using cudaGraph_t = CUgraph_st*;
 using cudaGraphExec_t = CUgraphExec_st*;
 
+enum cudaDeviceAttr {
+    cudaDevAttrMultiProcessorCount = 16,
+};
+
 enum cudaStreamCaptureMode {
     cudaStreamCaptureModeGlobal = 0,
     cudaStreamCaptureModeThreadLocal = 1,

@@ -11,6 +11,9 @@
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int* device);
+// The emulated device has k_emulated_sms multiprocessors (runtime.cpp): few, so that kernels
+// sizing their grids by it split work even at the tests' small sizes.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
