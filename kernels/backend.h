@@ -79,7 +79,8 @@ public:
                         int64_t ldy, const float* bias) = 0;
     // Fused forms of matmul for the ops a transformer layer chains (a decode step on a device is
     // bound by its launches, not its work). Each is exactly the calls its default makes, bit for
-    // bit; a device does them in fewer launches, the CPU takes the defaults.
+    // bit; a device does them in fewer launches, the CPU takes the defaults. No output (y, out,
+    // tmp, pre_norm::h) may overlap the input x: a device reads all of x while it writes them.
     //
     // matmul(outs[j].w, x, m, ldx, outs[j].y, outs[j].ldy, outs[j].bias) for j < n: the
     // products of one input (q, k and v of a layer), all of outs[0].w.cols columns; a device

@@ -26,9 +26,9 @@ namespace {
 constexpr int k_warps = hd::k_attn_row_warps;
 constexpr int k_per_lane = k_attn_max_head_dim / 32;  // head_dim elements per lane, at most
 
-// Blocks per SM the split aims for (a block is 512 threads of about 56 registers on sm_90: two
-// fit an SM's register file), splits per row at most, and partial slots (row, head, split) the
-// fixed buffer holds.
+// Blocks per SM the split aims for (a block is 512 threads; __launch_bounds__ keeps its registers
+// to what lets two share an SM: 56 a thread on sm_90 without the bound), splits per row at most,
+// and partial slots (row, head, split) the fixed buffer holds.
 constexpr int k_blocks_per_sm = 2;
 constexpr int k_max_splits = 64;
 constexpr int64_t k_split_slots = 8192;
@@ -50,7 +50,7 @@ constexpr size_t k_partials_bytes = k_split_slots * (sizeof(unsigned) + sizeof(h
 
 __device__ inline float load_h(const uint16_t* p) { return __half2float(__ushort_as_half(*p)); }
 
-__global__ void __launch_bounds__(k_warps * 32) attention_kernel(attn_params prm) {
+__global__ void __launch_bounds__(k_warps * 32, k_blocks_per_sm) attention_kernel(attn_params prm) {
     const attention_args& a = prm.a;
     const int64_t qi = blockIdx.x;
     const int h = blockIdx.y;
@@ -141,10 +141,10 @@ __global__ void __launch_bounds__(k_warps * 32) attention_kernel(attn_params prm
     __syncthreads();
     if (threadIdx.x == 0) {
         merge_here = atomicAdd(prm.arrivals + row_head, 1u) == unsigned(n_active - 1);
+        __threadfence();  // the other parts are read after the count that saw them all
     }
     __syncthreads();
     if (!merge_here) return;
-    __threadfence();
 
     // Every split's part, rescaled to the largest max: out = sum(o_s w_s) / sum(l_s w_s),
     // w_s = exp2(m_s - m), in split order (each thread derives the same sums).

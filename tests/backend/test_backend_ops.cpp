@@ -743,15 +743,18 @@ TEST(BackendOps, SwigluAndAddRows) {
 // and without the RMSNorm of the input (a device's GEMV normalizes inside, in the bits of its norm
 // kernel; inputs scaled up so the norm matters).
 TEST(BackendOps, FusedMatmulsAreTheCallsTheyReplace) {
-    const int64_t E = 256, QD = 256, KD = 96, FF = 512;
-    const int64_t ldx = E + 3, ldq = QD + 1, ldkv = KD + 2, ldf = FF + 5, ldo = E + 4;
+    const int64_t QD = 256, KD = 96, FF = 512, ldq = QD + 1, ldkv = KD + 2, ldf = FF + 5;
     struct type_case {
         dtype q, v, gate, up;
+        int64_t E;  // the input's width: past 256 and not a multiple of 8, the norm's strided
+                    // sum and the GEMV's column tail run (unquantized rows only)
     };
-    const type_case types[] = {{dtype::q4_k, dtype::q4_k, dtype::q4_k, dtype::q4_k},
-                               {dtype::q4_k, dtype::q6_k, dtype::q5_0, dtype::q8_0},
-                               {dtype::f16, dtype::f32, dtype::f32, dtype::f32}};
+    const type_case types[] = {{dtype::q4_k, dtype::q4_k, dtype::q4_k, dtype::q4_k, 256},
+                               {dtype::q4_k, dtype::q6_k, dtype::q5_0, dtype::q8_0, 256},
+                               {dtype::f16, dtype::f32, dtype::f32, dtype::f32, 256},
+                               {dtype::f16, dtype::f32, dtype::f16, dtype::f16, 903}};
     for (const type_case& tc : types) {
+        const int64_t E = tc.E, ldx = E + 3, ldo = E + 4;
         const std::vector<uint8_t> wq = make_weights(tc.q, QD, E, 61),
                                    wk = make_weights(tc.q, KD, E, 62),
                                    wv = make_weights(tc.v, KD, E, 63),

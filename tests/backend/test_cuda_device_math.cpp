@@ -593,7 +593,7 @@ TEST(CudaDeviceMath, AttentionMassMatchesCpu) {
 
 namespace {
 
-// The CUDA kernel's algorithm for one (query, head) on the host: 4 "warps" take keys
+// The CUDA kernel's algorithm for one (query, head) on the host: its "warps" take keys
 // round-robin, each folds its keys into its own state and accumulator, then the states merge in
 // warp order (kernels/cuda/attention.cu).
 std::vector<float> online_softmax_attend(const float* q, const uint16_t* k, const uint16_t* v,

@@ -4,7 +4,7 @@
 //     m' = max(m, s_j), alpha = exp2(m - m'), p = exp2(s_j - m'), l' = l * alpha + p,
 //     o' = o * alpha + p * v_j   (per output element)
 // and out = o / l at the end (0 when no key was visible). Partial states over disjoint key ranges
-// merge with softmax_merge, so warps (or blocks) can split the keys.
+// merge with softmax_merge, so a block's warps can split its keys.
 #pragma once
 
 #include "kernels/hd.h"
@@ -12,18 +12,20 @@
 namespace cacheblend {
 namespace hd {
 
-// Warps of one (query row, head) block of the row kernel (kernels/cuda/attention.cu), each folding
-// every k_attn_row_warps-th key: 16 keep a decode step (one block per head) from leaving most of
-// an SM's schedulers idle. The host mirror in test_cuda_device_math splits keys the same way.
+// Warps of one (query row, head, split) block of the row kernel (kernels/cuda/attention.cu), each
+// folding every k_attn_row_warps-th key of the block's range: 16 keep a block from leaving most
+// of an SM's schedulers idle. The host mirror in test_cuda_device_math splits one range's keys
+// over its warps the same way (not the split over blocks, which BackendOps tests on the device).
 constexpr int k_attn_row_warps = 16;
 
 // A (query row, head) whose keys are many may be split over several blocks (flash-decoding: a
 // decode step has one row, and its few heads alone would leave most of a GPU idle). The split is
 // a function of the row's visible keys and the launch's split count only, never of n_keys, so a
 // step recorded over the cache's whole size and one run over exactly its keys give the same bits.
-// Splits of at least k_attn_min_split_keys keys (a few per warp); `limit` keys in n_split or
-// fewer ranges of `chunk` keys, of which attn_active_splits are not empty (1 when no key is
-// visible: that block writes the zero row).
+// `limit` keys go in ranges of `chunk` >= k_attn_min_split_keys keys (a few per warp; the last
+// range may be shorter), n_split ranges at most, of which attn_active_splits are not empty (1
+// when no key is visible: that block writes the zero row). The blocks' parts are merged by
+// rescaling each to the largest max (attention.cu), not by softmax_merge.
 constexpr int k_attn_min_split_keys = 64;
 
 CBL_HD inline int64_t attn_split_chunk(int64_t limit, int n_split) {
