@@ -118,24 +118,22 @@ __global__ void __launch_bounds__(k_warps * 32, k_blocks_per_sm) attention_kerne
         wgt[w] = wb;
     }
     float* out = a.out + qi * a.out_stride + int64_t(h) * d;
-    if (n_active == 1) {
-        for (int c = threadIdx.x; c < d; c += blockDim.x) {
-            float acc = 0.f;
-            for (int w = 0; w < k_warps; ++w) acc = fmaf(part_o[w][c], wgt[w], acc);
-            out[c] = hd::softmax_finish(acc, all);
-        }
-        return;
-    }
-
-    // One of several splits: publish this block's part, then count in; the last one merges.
+    // The block's output: the row itself when it is the row's only split, else this split's
+    // unnormalized part for the merge below.
     const int64_t row_head = qi * a.n_head + h;
     const int64_t base = row_head * prm.n_split;
-    float* my_o = prm.partial_o + (base + split) * d;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         float acc = 0.f;
         for (int w = 0; w < k_warps; ++w) acc = fmaf(part_o[w][c], wgt[w], acc);
-        my_o[c] = acc;
+        if (n_active == 1) {
+            out[c] = hd::softmax_finish(acc, all);
+        } else {  // partial_o is null in a launch of one split
+            prm.partial_o[(base + split) * d + c] = acc;
+        }
     }
+    if (n_active == 1) return;
+
+    // One of several splits: publish this part's state, then count in; the last one merges.
     if (threadIdx.x == 0) prm.partial_st[base + split] = all;
     __threadfence();  // this block's part is visible device-wide before its arrival counts
     __syncthreads();

@@ -179,14 +179,12 @@ bool same_gemv(const weight_view& a, const weight_view& b) {
     return a.type == b.type && a.cols == b.cols && a.cols > 0 && a.rows > 0 && b.rows > 0;
 }
 
-// A decode-sized product (1 .. k_gemv_max_rows rows) with a fused epilogue, its weights checked.
-void gemv_fused(cuda_ctx& ctx, gemv_args& ga, const weight_view& w, const char* op) {
-    const bool ok = with_weight_type(w.type, [&](auto tr) {
-        using T = decltype(tr);
-        check_weight(w, T::block_elems, T::block_bytes, op);
-        cbl_cuda_gemv<T>(ctx, ga);
-    });
-    if (!ok) throw_unsupported(w.type, op);
+// A decode-sized product (1 .. k_gemv_max_rows rows) of weights of type t, each of them checked
+// by the caller (check_weight_type).
+void gemv_fused(cuda_ctx& ctx, const gemv_args& ga, dtype t, const char* op) {
+    if (!with_weight_type(t, [&](auto tr) { cbl_cuda_gemv<decltype(tr)>(ctx, ga); })) {
+        throw_unsupported(t, op);
+    }
 }
 
 gemv_args gemv_input(const float* x, int64_t m, int64_t ldx, int64_t k) {
@@ -254,7 +252,7 @@ void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, con
                 check_weight_type(outs[j + i].w, "matmuls");
                 ga.out[i] = gemv_out_of(outs[j + i]);
             }
-            gemv_fused(ctx, ga, outs[j].w, "matmuls");
+            gemv_fused(ctx, ga, outs[j].w.type, "matmuls");
         }
         j += len;
     }
@@ -264,10 +262,11 @@ void cbl_cuda_matmul_add(cuda_ctx& ctx, const weight_view& w, const float* x, in
                          int64_t ldx, float* y, int64_t ldy, float* tmp) {
     if (m <= 0 || w.rows <= 0) return;
     if (m <= k_gemv_max_rows && w.cols > 0) {
+        check_weight_type(w, "matmul_add");
         gemv_args ga = gemv_input(x, m, ldx, w.cols);
         ga.out[0] = gemv_out_of({w, y, ldy, nullptr});
         ga.epilogue = gemv_epilogue::accumulate;
-        gemv_fused(ctx, ga, w, "matmul_add");
+        gemv_fused(ctx, ga, w.type, "matmul_add");
         return;
     }
     cbl_cuda_matmul(ctx, w, x, m, ldx, tmp, ldy, nullptr);
@@ -285,6 +284,7 @@ void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight
                                       static_cast<long long>(up.rows)));
     }
     if (m <= k_gemv_max_rows && same_gemv(gate, up)) {
+        check_weight_type(gate, "matmul_swiglu");
         check_weight_type(up, "matmul_swiglu");
         gemv_args ga = gemv_input(x, m, ldx, gate.cols);
         if (norm) {
@@ -295,7 +295,7 @@ void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight
         ga.out[0] = gemv_out_of({gate, out, ld, nullptr});
         ga.out[1] = gemv_out_of({up, tmp, ld, nullptr});
         ga.epilogue = gemv_epilogue::swiglu;
-        gemv_fused(ctx, ga, gate, "matmul_swiglu");
+        gemv_fused(ctx, ga, gate.type, "matmul_swiglu");
         return;
     }
     const matmul_out outs[2] = {{gate, out, ld, nullptr}, {up, tmp, ld, nullptr}};
