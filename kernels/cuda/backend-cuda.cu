@@ -255,6 +255,20 @@ int cuda_device_count() noexcept {
     return n;
 }
 
+std::string cuda_unavailable_reason() noexcept {
+    try {
+        int n = 0;
+        const cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+        }
+        return n == 0 ? "the CUDA driver lists no device" : "";
+    } catch (...) {  // std::string's allocation
+        return "";
+    }
+}
+
 int64_t cuda_attention_gemm_calls() noexcept { return cuda::cbl_cuda_attention_gemm_calls(); }
 int64_t cuda_attention_split_calls() noexcept { return cuda::cbl_cuda_attention_split_calls(); }
 

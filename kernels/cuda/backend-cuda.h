@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/backend.h"
 
@@ -14,6 +15,9 @@ namespace cacheblend {
 
 // CUDA devices visible to this process; 0 when there is none or no usable driver. Never throws.
 int cuda_device_count() noexcept;
+// Why cuda_device_count() is 0, as the CUDA runtime says it (no driver, a driver older than this
+// build's runtime, no device); empty when there are devices. Never throws.
+std::string cuda_unavailable_reason() noexcept;
 
 // A backend on CUDA device `device`. Every pointer passed to its ops is device memory from its
 // alloc() (rope_params::freq_factors, biases, norms and weight_view::data included). Throws

@@ -78,7 +78,7 @@ void cbl_cuda_dequant_rows_f16(cuda_ctx& ctx, const dequant_args& a) {
     launch<T, __half>(ctx, a);
 }
 
-#define CBL_INSTANTIATE(T)                                                      \
+#define CBL_INSTANTIATE(id, T)                                                  \
     template void cbl_cuda_dequant_rows_f32<T>(cuda_ctx&, const dequant_args&); \
     template void cbl_cuda_dequant_rows_f16<T>(cuda_ctx&, const dequant_args&);
 CBL_CUDA_FOR_EACH_WEIGHT_TYPE(CBL_INSTANTIATE)

@@ -20,19 +20,10 @@ namespace {
 template <typename F>
 bool with_weight_type(dtype t, F&& f) {
     switch (t) {
-        case dtype::f32: f(hd::deq_f32{}); return true;
-        case dtype::f16: f(hd::deq_f16{}); return true;
-        case dtype::bf16: f(hd::deq_bf16{}); return true;
-        case dtype::q4_0: f(hd::deq_q4_0{}); return true;
-        case dtype::q4_1: f(hd::deq_q4_1{}); return true;
-        case dtype::q5_0: f(hd::deq_q5_0{}); return true;
-        case dtype::q5_1: f(hd::deq_q5_1{}); return true;
-        case dtype::q8_0: f(hd::deq_q8_0{}); return true;
-        case dtype::q2_k: f(hd::deq_q2_k{}); return true;
-        case dtype::q3_k: f(hd::deq_q3_k{}); return true;
-        case dtype::q4_k: f(hd::deq_q4_k{}); return true;
-        case dtype::q5_k: f(hd::deq_q5_k{}); return true;
-        case dtype::q6_k: f(hd::deq_q6_k{}); return true;
+#define CBL_CASE(id, T) \
+    case id: f(T{}); return true;
+        CBL_CUDA_FOR_EACH_WEIGHT_TYPE(CBL_CASE)
+#undef CBL_CASE
         default: return false;
     }
 }
@@ -144,6 +135,7 @@ gemv_out gemv_out_of(const matmul_out& o) {
     g.y = o.y;
     g.ldy = o.ldy;
     g.bias = o.bias;
+    g.type = o.w.type;
     return g;
 }
 
@@ -174,14 +166,22 @@ void matmul_one(cuda_ctx& ctx, const matmul_out& o, staged_input& in) {
     if (!ok) throw_unsupported(w.type, "matmul");
 }
 
-// Whether b's product joins a's in one GEMV launch: the same type and columns, nothing empty.
-bool same_gemv(const weight_view& a, const weight_view& b) {
-    return a.type == b.type && a.cols == b.cols && a.cols > 0 && a.rows > 0 && b.rows > 0;
+// Whether b's product joins a's in one GEMV launch: the same columns, nothing empty. Types may
+// differ (Q4_K_M files keep v in Q6_K in some layers): that launch branches per weight.
+bool joins_gemv(const weight_view& a, const weight_view& b) {
+    return a.cols == b.cols && a.cols > 0 && a.rows > 0 && b.rows > 0;
 }
 
-// A decode-sized product (1 .. k_gemv_max_rows rows) of weights of type t, each of them checked
-// by the caller (check_weight_type).
-void gemv_fused(cuda_ctx& ctx, const gemv_args& ga, dtype t, const char* op) {
+// A decode-sized product (1 .. k_gemv_max_rows rows) of ga's weights, each of them checked by
+// the caller (check_weight_type): one type's own kernel, or the mixed-type one.
+void gemv_fused(cuda_ctx& ctx, const gemv_args& ga, const char* op) {
+    const dtype t = ga.out[0].type;
+    bool mixed = false;
+    for (int i = 1; i < ga.n_out; ++i) mixed = mixed || ga.out[i].type != t;
+    if (mixed) {
+        cbl_cuda_gemv<gemv_mixed_types>(ctx, ga);
+        return;
+    }
     if (!with_weight_type(t, [&](auto tr) { cbl_cuda_gemv<decltype(tr)>(ctx, ga); })) {
         throw_unsupported(t, op);
     }
@@ -233,10 +233,10 @@ void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, con
     }
     staged_input in(ctx, x, m, k, ldx);
     for (int j = 0; j < n;) {
-        // Decode: consecutive weights of one type go in one launch.
+        // Decode: consecutive weights (up to three) go in one launch.
         int len = 1;
         while (m <= k_gemv_max_rows && j + len < n && len < k_gemv_max_outs &&
-               same_gemv(outs[j].w, outs[j + len].w)) {
+               joins_gemv(outs[j].w, outs[j + len].w)) {
             ++len;
         }
         if (len == 1 && !norm_in_gemv) {
@@ -252,7 +252,7 @@ void cbl_cuda_matmuls(cuda_ctx& ctx, const float* x, int64_t m, int64_t ldx, con
                 check_weight_type(outs[j + i].w, "matmuls");
                 ga.out[i] = gemv_out_of(outs[j + i]);
             }
-            gemv_fused(ctx, ga, outs[j].w.type, "matmuls");
+            gemv_fused(ctx, ga, "matmuls");
         }
         j += len;
     }
@@ -266,7 +266,7 @@ void cbl_cuda_matmul_add(cuda_ctx& ctx, const weight_view& w, const float* x, in
         gemv_args ga = gemv_input(x, m, ldx, w.cols);
         ga.out[0] = gemv_out_of({w, y, ldy, nullptr});
         ga.epilogue = gemv_epilogue::accumulate;
-        gemv_fused(ctx, ga, w.type, "matmul_add");
+        gemv_fused(ctx, ga, "matmul_add");
         return;
     }
     cbl_cuda_matmul(ctx, w, x, m, ldx, tmp, ldy, nullptr);
@@ -283,7 +283,7 @@ void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight
                                       static_cast<long long>(gate.rows),
                                       static_cast<long long>(up.rows)));
     }
-    if (m <= k_gemv_max_rows && same_gemv(gate, up)) {
+    if (m <= k_gemv_max_rows && joins_gemv(gate, up)) {
         check_weight_type(gate, "matmul_swiglu");
         check_weight_type(up, "matmul_swiglu");
         gemv_args ga = gemv_input(x, m, ldx, gate.cols);
@@ -295,7 +295,7 @@ void cbl_cuda_matmul_swiglu(cuda_ctx& ctx, const weight_view& gate, const weight
         ga.out[0] = gemv_out_of({gate, out, ld, nullptr});
         ga.out[1] = gemv_out_of({up, tmp, ld, nullptr});
         ga.epilogue = gemv_epilogue::swiglu;
-        gemv_fused(ctx, ga, gate.type, "matmul_swiglu");
+        gemv_fused(ctx, ga, "matmul_swiglu");
         return;
     }
     const matmul_out outs[2] = {{gate, out, ld, nullptr}, {up, tmp, ld, nullptr}};

@@ -62,6 +62,31 @@ __device__ void dot_row(const uint8_t* row, const gemv_input& in, int64_t k, int
     }
 }
 
+// acc = the products of row r of o, of weight type T (or of o.type).
+template <typename T, bool Norm>
+struct out_row {
+    __device__ static void dot(const gemv_out& o, int64_t r, const gemv_input& in, int64_t k, int m,
+                               int lane, float (&acc)[k_gemv_max_rows]) {
+        dot_row<T, Norm>(o.w + r * o.row_bytes, in, k, m, lane, acc);
+    }
+};
+
+template <bool Norm>
+struct out_row<gemv_mixed_types, Norm> {
+    __device__ static void dot(const gemv_out& o, int64_t r, const gemv_input& in, int64_t k, int m,
+                               int lane, float (&acc)[k_gemv_max_rows]) {
+        switch (o.type) {
+#define CBL_CASE(id, T) \
+    case id: dot_row<T, Norm>(o.w + r * o.row_bytes, in, k, m, lane, acc); return;
+            CBL_CUDA_FOR_EACH_WEIGHT_TYPE(CBL_CASE)
+#undef CBL_CASE
+            default:  // the host checks every type first (dispatch.cu)
+#pragma unroll
+                for (int i = 0; i < k_gemv_max_rows; ++i) acc[i] = 0.f;
+        }
+    }
+};
+
 // One warp per weight row. The outs' blocks follow one another in the grid (store, accumulate);
 // for swiglu a warp takes row r of both gate and up. With a norm every block first reduces the
 // input rows itself (a few KB from L2), which costs less than a launch that writes them out.
@@ -85,11 +110,10 @@ __global__ void gemv_kernel(gemv_args a) {
     const int64_t r = b * k_warps + (threadIdx.x >> 5);
     if (r >= o.n) return;
     float acc[k_gemv_max_rows];
-    dot_row<T, Norm>(o.w + r * o.row_bytes, in, a.k, a.m, lane, acc);
+    out_row<T, Norm>::dot(o, r, in, a.k, a.m, lane, acc);
     float up[k_gemv_max_rows] = {};
-    if (a.epilogue == gemv_epilogue::swiglu) {
-        dot_row<T, Norm>(a.out[1].w + r * a.out[1].row_bytes, in, a.k, a.m, lane, up);
-    }
+    if (a.epilogue == gemv_epilogue::swiglu)
+        out_row<T, Norm>::dot(a.out[1], r, in, a.k, a.m, lane, up);
     if (lane != 0) return;
 #pragma unroll
     for (int i = 0; i < k_gemv_max_rows; ++i) {
@@ -135,8 +159,9 @@ void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a) {
     CBL_CUDA_LAUNCH_CHECK();
 }
 
-#define CBL_INSTANTIATE(T) template void cbl_cuda_gemv<T>(cuda_ctx&, const gemv_args&);
+#define CBL_INSTANTIATE(id, T) template void cbl_cuda_gemv<T>(cuda_ctx&, const gemv_args&);
 CBL_CUDA_FOR_EACH_WEIGHT_TYPE(CBL_INSTANTIATE)
+CBL_INSTANTIATE(mixed, gemv_mixed_types)
 #undef CBL_INSTANTIATE
 
 }  // namespace cuda

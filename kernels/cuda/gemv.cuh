@@ -1,15 +1,16 @@
 // Decode-sized matmul (a few activation rows): y[i][r] = dot(dequant(W row r), x[i]) + bias[r],
 // reading each weight block once and dequantizing it in registers. Memory-bound like the CPU's
 // decode path; no f16 staging buffer, no cuBLASLt call. One launch serves up to three weights of
-// one type over the same input (a layer's q/k/v), it may RMS-normalize that input first, and its
-// epilogue may add into y (the residual) or pair gate and up rows into SwiGLU: the arithmetic
-// of the separate ops, in one launch.
+// one input (a layer's q/k/v, of one weight type or of several), it may RMS-normalize that input
+// first, and its epilogue may add into y (the residual) or pair gate and up rows into SwiGLU: the
+// arithmetic of the separate ops, in one launch.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/context.cuh"
+#include "kernels/dtype.h"
 
 namespace cacheblend {
 namespace cuda {
@@ -25,6 +26,7 @@ struct gemv_out {
     float* y = nullptr;  // m rows, ldy floats apart
     int64_t ldy = 0;
     const float* bias = nullptr;  // n floats or nullptr
+    dtype type = dtype::f32;      // w's type: read by a gemv_mixed_types launch only
 };
 
 enum class gemv_epilogue {
@@ -47,6 +49,10 @@ struct gemv_args {
     float norm_eps = 0.f;
 };
 
+// T: the weight traits (kernels/cuda/weight-types.cuh) of every out, or gemv_mixed_types, where
+// each out's warps read their gemv_out::type and branch on it (one type per warp: no divergence).
+// A launch of one type takes that type's kernel, which holds only its own dequantization.
+struct gemv_mixed_types {};
 template <typename T> void cbl_cuda_gemv(cuda_ctx& ctx, const gemv_args& a);
 
 }  // namespace cuda
