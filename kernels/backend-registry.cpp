@@ -61,6 +61,7 @@ backend_factory cuda_factory() {
     f.name = "cuda";
     f.device_count = [] { return cuda_device_count(); };  // 0 without a driver or GPU
     f.create = [](int index, int) { return create_cuda_backend(index); };
+    f.why_none = [] { return cuda_unavailable_reason(); };
     return f;
 }
 #endif
@@ -140,9 +141,12 @@ device_ref backend_registry::resolve(std::string_view device) const {
     }
     const int n = f->device_count();
     if (r.index >= n) {
+        const std::string why = n == 0 && f->why_none ? f->why_none() : std::string();
         throw kernel_error(kernel_status::device,
-                           quoted(device) + kernel_fmt(": no such device (%d %s device%s here)", n,
-                                                       r.backend.c_str(), n == 1 ? "" : "s"));
+                           quoted(device) +
+                               kernel_fmt(": no such device (%d %s device%s here", n,
+                                          r.backend.c_str(), n == 1 ? "" : "s") +
+                               (why.empty() ? ")" : ": " + why + ")"));
     }
     return r;
 }

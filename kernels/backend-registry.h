@@ -24,6 +24,9 @@ struct backend_factory {
     std::function<std::unique_ptr<backend>(int index, int n_threads)> create;
     // One device named like the backend ("cpu") instead of "name:0", "name:1", ...
     bool single_device = false;
+    // Why device_count() is 0 ("no CUDA driver", a driver older than the build's runtime), for
+    // the error that names a missing device; may be empty, must not throw.
+    std::function<std::string()> why_none;
 };
 
 // A parsed device string.

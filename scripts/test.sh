@@ -53,7 +53,9 @@ run_ctest build
 # links (build-cuda/: the library and the backend tests only), then run test_backend_ops, which skips
 # (exit 77) without a GPU, as does test_cuda_model (whole models against the CPU; scripts/gpu-check.sh
 # runs both on a GPU), test_cuda_backend_errors (a missing device is a clean status) and
-# test_backend_registry (no GPU: 0 CUDA devices listed, "cuda:0" a clear CBL_DEVICE error).
+# test_backend_registry (no GPU: 0 CUDA devices listed, as nvidia-smi says, and "cuda:0" a clear
+# CBL_DEVICE error with the CUDA runtime's reason), and test_capi_session_device (the build answers
+# through the C ABI on the CPU; "cuda:0" is that error, or on a GPU the CPU's answer).
 # The device math is tested on the host by every build (test_cuda_device_math). A fresh
 # build-cuda/ costs about 4 minutes on 2 busy cores; a rebuild with nothing changed, 2 seconds.
 nvcc_bin=/usr/local/cuda/bin/nvcc
@@ -62,10 +64,13 @@ if [[ -n $nvcc_bin ]]; then
   phase "build (CUDA backend, build-cuda/: library + backend tests)"
   BUILD_DIR=build-cuda bash scripts/build.sh -DCBL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin" \
     -DCBL_BUILD_TESTS=ON -DCBL_BUILD_SAMPLES=OFF -DCBL_BUILD_BENCH=OFF \
-    -- cacheblend test_backend_ops test_cuda_backend_errors test_backend_registry test_cuda_model
+    -- cacheblend test_backend_ops test_cuda_backend_errors test_backend_registry test_cuda_model \
+    test_capi_runtime
   phase "ctest (CUDA backend; test_backend_ops is skipped without a GPU)"
-  ctest --test-dir build-cuda --output-on-failure --no-tests=error \
-    -R '^(test_backend_ops|test_cuda_backend_errors|test_backend_registry|test_cuda_model)$'
+  # How many GPUs the machine has, for test_backend_registry to hold the build's count to.
+  gpus=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)
+  CBL_EXPECT_CUDA_DEVICES=$gpus ctest --test-dir build-cuda --output-on-failure --no-tests=error \
+    -R '^(test_backend_ops|test_cuda_backend_errors|test_backend_registry|test_cuda_model|test_capi_session_device)$'
   # The GPU check's engine-only build (scripts/gpu-check.sh builds it on the GPU machine): its
   # CMake wiring is configured here (its sources are the ones built above).
   phase "configure (engine only, build-engine/: what scripts/gpu-check.sh builds on a GPU)"

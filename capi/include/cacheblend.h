@@ -533,6 +533,11 @@ typedef struct cbl_session_params {
                                store for this model and kv_format, read when the session is
                                made (recompute_ratio when there is none; full prefill when no
                                ratio below 1 met its target: the stats' notice says which) */
+    const char *device;     /* NULL = the runtime's device (cbl_session_create), "cpu"
+                               (cbl_session_create_with); else "cpu" or "cuda:N" as
+                               cbl_runtime_params.device takes it: CBL_UNSUPPORTED for a device
+                               this build lacks, CBL_DEVICE for one this machine lacks (the
+                               error says why). @since 0.1 */
     /* new fields are appended here only */
 } cbl_session_params;
 

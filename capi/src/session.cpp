@@ -31,10 +31,16 @@ cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model>
     cacheblend::blend_params bp;
     cacheblend::capi::to_core(fn, p, *m, runtime_threads, &sp, &bp);
     sp.device = device;
+    if (p.device && *p.device) {
+        cacheblend::capi::check_device(fn, p.device);  // before the weights load or upload
+        sp.device = p.device;
+    }
     // A runtime's sessions on its CPU threads share them (one pool per runtime: concurrent
     // requests take turns, never oversubscribing the cores); a session that asks for another
-    // thread count gets a pool of its own.
-    if (rt && sp.n_threads == runtime_threads) sp.shared_compute = rt->shared_compute();
+    // thread count or device gets a pool of its own.
+    if (rt && sp.n_threads == runtime_threads && sp.device == device) {
+        sp.shared_compute = rt->shared_compute();
+    }
     // Every session of a runtime, on its pool or not, counts against the runtime's memory.
     if (rt) sp.memory = rt->session_memory();
     auto h = std::make_unique<cbl_session>();

@@ -48,7 +48,7 @@ const command_spec& spec() {
                 {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
                 {"ctx", "N", "session context in tokens (default: the model's, at most 8192)"},
                 {"threads", "N", "CPU threads (default: all cores)"},
-                {"device", "D", "compute device: cpu (default), or cuda:N in a CUDA build"},
+                device_flag(),
                 {"compare-full", "",
                  "also run the same prompt in full mode and report the speed-up"},
                 {"json", "", "print one JSON object instead of streaming"},
@@ -224,7 +224,7 @@ int run_ask(const std::vector<std::string>& args) {
     rp.data_dir = data.c_str();
     if (!model.empty()) rp.model_path = model.c_str();
     rp.n_threads = threads;
-    const std::string device = a.get_or("device", "");
+    const std::string device = device_arg(a);
     if (!device.empty()) rp.device = device.c_str();
     rp.kv_budget_bytes = parse_kv_budget(a);
     rp.kv_remote = kv_remote_of(a);

@@ -32,8 +32,9 @@ const command_spec& spec() {
             model_flag(),
             {"tokens", "LIST", "comma-separated sizes (default: prefill 128,512,2048; decode 128)"},
             {"threads", "N", "CPU threads (default: all cores)"},
+            device_flag(),
             {"reps", "R", "timed runs per size (default 3)"},
-            {"json", "", "print a JSON list of {kind, tokens, threads, tokens_per_s, ms}"},
+            {"json", "", "print a JSON list of {kind, tokens, threads, device, tokens_per_s, ms}"},
         },
         1,
         "Token ids are drawn from the vocabulary's plain-text tokens with a fixed seed, so runs\n"
@@ -91,20 +92,26 @@ double time_runs(int64_t reps, progress_bar& bar, F&& run) {
     return median(ms);
 }
 
-session_ptr make_session(cbl_model* m, int64_t n_ctx, int32_t threads) {
+struct bench_setup {
+    int32_t threads = 1;
+    std::string device;  // "" = the CPU
+};
+
+session_ptr make_session(cbl_model* m, int64_t n_ctx, const bench_setup& b) {
     cbl_session_params sp;
     cbl_session_params_init(&sp);
     sp.n_ctx = static_cast<int32_t>(n_ctx);
-    sp.n_threads = threads;
+    sp.n_threads = b.threads;
+    if (!b.device.empty()) sp.device = b.device.c_str();
     sp.mode = CBL_MODE_FULL;
     cbl_session* s = nullptr;
     check(cbl_session_create_with(m, nullptr, &sp, &s));
     return session_ptr(s);
 }
 
-bench_row bench_prefill(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
+bench_row bench_prefill(cbl_model* m, int64_t n, const bench_setup& b, int64_t reps,
                         const std::vector<int32_t>& pool, bool show) {
-    const session_ptr s = make_session(m, n + k_ctx_slack, threads);
+    const session_ptr s = make_session(m, n + k_ctx_slack, b);
     progress_bar bar("prefill " + std::to_string(n), reps + 1, show);
     const double ms = time_runs(reps, bar, [&](bool) {
         cbl_stats st;
@@ -112,12 +119,12 @@ bench_row bench_prefill(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
         check(cbl_session_prefill_tokens(s.get(), pool.data(), static_cast<size_t>(n), &st));
         return st.prefill_ms;
     });
-    return {"prefill", n, threads, ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0, ms};
+    return {"prefill", n, b.threads, ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0, ms};
 }
 
-bench_row bench_decode(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
+bench_row bench_decode(cbl_model* m, int64_t n, const bench_setup& b, int64_t reps,
                        const std::vector<int32_t>& pool, bool show) {
-    const session_ptr s = make_session(m, k_decode_prompt + n + k_ctx_slack, threads);
+    const session_ptr s = make_session(m, k_decode_prompt + n + k_ctx_slack, b);
     progress_bar bar("decode " + std::to_string(n), reps + 1, show);
     const double ms = time_runs(reps, bar, [&](bool warmup) {
         check(cbl_session_prefill_tokens(s.get(), pool.data(), k_decode_prompt, nullptr));
@@ -137,7 +144,7 @@ bench_row bench_decode(cbl_model* m, int64_t n, int32_t threads, int64_t reps,
         const double steps = static_cast<double>(gp.max_tokens - 1);
         return st.decode_tokens_per_s > 0 ? 1000.0 * steps / st.decode_tokens_per_s : 0.0;
     });
-    return {"decode", n, threads, ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0, ms};
+    return {"decode", n, b.threads, ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0, ms};
 }
 
 }  // namespace
@@ -159,8 +166,11 @@ int run_bench(const std::vector<std::string>& args) {
     const bool prefill = kind == "prefill";
     const std::vector<int64_t> sizes =
         a.get_int_list("tokens", prefill ? "128,512,2048" : "128", 1, 1 << 20);
-    const auto threads = static_cast<int32_t>(a.get_int(
-        "threads", std::max<int64_t>(1, std::thread::hardware_concurrency()), 1, 1024));
+    bench_setup setup;
+    setup.threads = static_cast<int32_t>(
+        a.get_int("threads", std::max<int64_t>(1, std::thread::hardware_concurrency()), 1, 1024));
+    setup.device = device_arg(a);
+    const std::string device = setup.device.empty() ? "cpu" : setup.device;
     const int64_t reps = a.get_int("reps", 3, 1, 1000);
     const bool json = a.has("json");
 
@@ -178,16 +188,16 @@ int run_bench(const std::vector<std::string>& args) {
         random_tokens(m.get(), static_cast<size_t>(std::max<int64_t>(max_size, k_decode_prompt)));
 
     if (!json) {
-        std::printf("model: %s, %d threads, median of %lld runs\n",
-                    model.empty() ? "(default)" : model.c_str(), threads,
+        std::printf("model: %s, device %s, %d threads, median of %lld runs\n",
+                    model.empty() ? "(default)" : model.c_str(), device.c_str(), setup.threads,
                     static_cast<long long>(reps));
         std::printf("%-8s %8s %8s %12s %10s\n", "kind", "tokens", "threads", "tokens/s", "ms");
         std::fflush(stdout);
     }
     std::vector<bench_row> rows;
     for (int64_t n : sizes) {
-        rows.push_back(prefill ? bench_prefill(m.get(), n, threads, reps, pool, !json)
-                               : bench_decode(m.get(), n, threads, reps, pool, !json));
+        rows.push_back(prefill ? bench_prefill(m.get(), n, setup, reps, pool, !json)
+                               : bench_decode(m.get(), n, setup, reps, pool, !json));
         if (!json) {
             const bench_row& r = rows.back();
             std::printf("%-8s %8lld %8d %12.1f %10.2f\n", r.kind.c_str(),
@@ -203,6 +213,7 @@ int run_bench(const std::vector<std::string>& args) {
             w.field("kind", r.kind);
             w.field("tokens", r.tokens);
             w.field("threads", r.threads);
+            w.field("device", device);
             w.field("tokens_per_s", r.tokens_per_s);
             w.field("ms", r.ms);
             w.field("reps", reps);

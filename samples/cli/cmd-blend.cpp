@@ -52,6 +52,7 @@ const command_spec& spec() {
                 {"top-logprobs", "K", "record the K most likely first tokens (default 5)"},
                 {"threads", "N",
                  "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
+                device_flag(),
                 {"json", "", "print one JSON object instead of streaming"},
             },
             0,
@@ -205,6 +206,8 @@ int run_blend(const std::vector<std::string>& args) {
     sp.n_ctx = static_cast<int32_t>(
         std::min(n_prompt + static_cast<size_t>(std::max(gp.max_tokens, 1)), n_train));
     sp.n_threads = threads;
+    const std::string device = device_arg(a);
+    if (!device.empty()) sp.device = device.c_str();
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
     const session_ptr sess(s_raw);

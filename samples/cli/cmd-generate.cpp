@@ -26,14 +26,13 @@ const command_spec& spec() {
             {
                 model_flag(),
                 {"prompt", "P", "prompt text (required)"},
-                {"chat", "",
-                 "render the prompt as a user message with the model's chat template"},
+                {"chat", "", "render the prompt as a user message with the model's chat template"},
                 {"system", "S", "system message (with --chat)"},
                 {"max-tokens", "N", "maximum tokens to generate (default 128)"},
                 {"top-logprobs", "K", "record the K most likely first tokens (default 0)"},
                 {"threads", "N", "CPU threads (default: all cores)"},
-                {"ctx", "N",
-                 "context size (default: the model's training context, at most 8192)"},
+                device_flag(),
+                {"ctx", "N", "context size (default: the model's training context, at most 8192)"},
                 {"parse-special", "",
                  "match special-token text such as <|im_start|> in a plain prompt"},
                 {"json", "", "print one JSON object instead of streaming"},
@@ -156,6 +155,8 @@ int run_generate(const std::vector<std::string>& args) {
     sp.n_ctx = ctx;
     sp.n_threads = info.threads;
     sp.mode = CBL_MODE_FULL;
+    const std::string device = device_arg(a);
+    if (!device.empty()) sp.device = device.c_str();
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), nullptr, &sp, &s_raw));  // plain prefill: no store
     const session_ptr sess(s_raw);

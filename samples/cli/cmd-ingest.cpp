@@ -48,7 +48,7 @@ const command_spec& spec() {
              "abandon a file not committed after S seconds (nothing of it is kept) and go on "
              "with the next (default: no limit)"},
             {"threads", "N", "CPU threads (default: all cores)"},
-            {"device", "D", "compute device: cpu (default), or cuda:N in a CUDA build"},
+            device_flag(),
             {"json", "", "print a JSON report"},
         },
         1 << 20,
@@ -197,7 +197,7 @@ int run_ingest(const std::vector<std::string>& args) {
     rp.data_dir = data.c_str();
     if (!model.empty()) rp.model_path = model.c_str();
     rp.n_threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
-    const std::string device = a.get_or("device", "");
+    const std::string device = device_arg(a);
     if (!device.empty()) rp.device = device.c_str();
     rp.kv_budget_bytes = parse_kv_budget(a);
     rp.kv_remote = kv_remote_of(a);

@@ -31,6 +31,10 @@ int run_models(const std::vector<std::string>& args);
 flag_spec model_flag();
 // --data DIR: a data directory (catalog, index, KV store).
 flag_spec data_flag();
+// --device D: the compute device ("cpu", "cuda:N"), and its value: "" for the default, a usage
+// error for an empty one. The library checks the name (a device the build or machine lacks).
+flag_spec device_flag();
+std::string device_arg(const parsed_args& a);
 
 // Prints the subcommand's help on stdout when -h/--help was given; returns true if it did.
 bool print_help_if_asked(const command_spec& spec, const parsed_args& a);

@@ -17,6 +17,17 @@ flag_spec model_flag() {
             "qwen2.5-coder-1.5b)"};
 }
 
+flag_spec device_flag() {
+    return {"device", "D",
+            "compute device: cpu (default), or cuda:N in a CUDA build on a machine with a GPU"};
+}
+
+std::string device_arg(const parsed_args& a) {
+    const std::string d = a.get_or("device", "");
+    if (a.has("device") && d.empty()) throw usage_error("--device: empty name (cpu, cuda:0)");
+    return d;
+}
+
 bool print_help_if_asked(const command_spec& spec, const parsed_args& a) {
     if (!a.help) return false;
     std::fputs(format_help(spec).c_str(), stdout);

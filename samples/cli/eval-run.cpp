@@ -209,6 +209,7 @@ std::vector<flag_spec> eval_flags() {
         kv_budget_flag(),
         kv_remote_flag(),
         {"threads", "N", "CPU threads (default " + std::to_string(default_thread_count()) + ")"},
+        device_flag(),
         {"max-tokens", "N", "maximum tokens per answer (default 32)"},
     };
     for (flag_spec& t : blend_tuning_flags()) f.push_back(std::move(t));
@@ -327,6 +328,8 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     cbl_session_params_init(&sp);
     sp.n_ctx = static_cast<int32_t>(std::min(longest + static_cast<size_t>(max_tokens), n_train));
     sp.n_threads = threads;
+    const std::string device = device_arg(a);
+    if (!device.empty()) sp.device = device.c_str();
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));
     const session_ptr sess(s_raw);

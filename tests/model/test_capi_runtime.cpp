@@ -663,4 +663,73 @@ TEST_F(CapiRuntime, PlainPrefillFromTextOrTokensWithoutAStore) {
     cbl_session_free(s);
 }
 
+// cbl_session_params.device: NULL is the runtime's device (a model's own session: the CPU),
+// "cpu" answers in every build (a CUDA build on a machine without a GPU too: CI runs this test
+// in build-cuda/), and a device this build or machine lacks is a clear error before anything
+// loads. Where a GPU is, its session answers as the CPU's does.
+TEST_F(CapiRuntime, SessionDeviceIsTheRuntimesOrItsOwn) {
+    cbl_model* m = nullptr;
+    ASSERT_EQ(cbl_runtime_model(rt_, &m), CBL_OK);
+    auto open = [&](const char* device, bool on_runtime, cbl_session** s) {
+        cbl_session_params sp;
+        cbl_session_params_init(&sp);
+        sp.n_ctx = 256;
+        sp.n_threads = 2;
+        sp.device = device;
+        return on_runtime ? cbl_session_create(rt_, &sp, s)
+                          : cbl_session_create_with(m, nullptr, &sp, s);
+    };
+    auto greedy = [](cbl_session* s) {
+        const std::string prompt = "The Amazon river flows through";
+        EXPECT_EQ(cbl_session_prefill_text(s, prompt.data(), prompt.size(), nullptr, nullptr),
+                  CBL_OK)
+            << cbl_last_error();
+        cbl_generate_params gp;
+        cbl_generate_params_init(&gp);
+        gp.max_tokens = 8;
+        gp.ignore_eog = true;
+        cbl_answer* a = nullptr;
+        EXPECT_EQ(cbl_session_generate(s, &gp, &a), CBL_OK) << cbl_last_error();
+        size_t n = 0;
+        const int32_t* ids = a ? cbl_answer_tokens(a, &n) : nullptr;
+        std::vector<int32_t> out(ids, ids + n);
+        cbl_answer_free(a);
+        return out;
+    };
+
+    cbl_session* s = nullptr;
+    EXPECT_EQ(open("tpu:0", false, &s), CBL_INVALID_ARG);
+    EXPECT_EQ(s, nullptr);
+    EXPECT_NE(std::strstr(cbl_last_error(), "device 'tpu:0'"), nullptr) << cbl_last_error();
+
+    ASSERT_EQ(open("cpu", false, &s), CBL_OK) << cbl_last_error();
+    const std::vector<int32_t> cpu = greedy(s);
+    cbl_session_free(s);
+    ASSERT_EQ(cpu.size(), 8u);
+    ASSERT_EQ(open(nullptr, true, &s), CBL_OK) << cbl_last_error();  // the runtime's: the CPU
+    EXPECT_EQ(greedy(s), cpu);
+    cbl_session_free(s);
+
+    bool gpu = false;
+    for (int32_t i = 0; i < cbl_device_count(); ++i) {
+        gpu = gpu || std::strcmp(cbl_device_name(i), "cuda:0") == 0;
+    }
+    const bool cuda_build = std::strstr(cbl_build_info(), " cuda=1") != nullptr;
+    for (const bool on_runtime : {false, true}) {
+        const cbl_status st = open("cuda:0", on_runtime, &s);
+        if (!gpu) {
+            EXPECT_EQ(st & 0xff, cuda_build ? CBL_DEVICE : CBL_UNSUPPORTED) << cbl_last_error();
+            EXPECT_EQ(s, nullptr);
+            EXPECT_NE(std::strstr(cbl_last_error(), "'cuda:0'"), nullptr) << cbl_last_error();
+            continue;
+        }
+        ASSERT_EQ(st, CBL_OK) << cbl_last_error();
+        const std::vector<int32_t> dev = greedy(s);
+        cbl_session_free(s);
+        ASSERT_EQ(dev.size(), cpu.size());
+        EXPECT_EQ(dev[0], cpu[0]);  // later tokens may part at a near-tie (f16 on the GPU)
+    }
+    cbl_model_free(m);
+}
+
 }  // namespace

@@ -383,6 +383,25 @@ TEST(Cli, EnumFlagsUseTheLibrarysNames) {
     EXPECT_NE(r.out.find("hybrid, dense or bm25 (default hybrid)"), std::string::npos) << r.out;
 }
 
+// --device on the commands that make their own session (ask and ingest take it through the
+// runtime): an unknown or absent device is a one-line error naming it, exit 1; an empty one is a
+// usage error.
+TEST(Cli, DeviceFlagNamesTheDeviceItCannotUse) {
+    CBL_REQUIRE_CLI();
+    CBL_REQUIRE_DEFAULT_MODEL(model);
+    expect_clean_error(run_cli(
+                           {"generate", "--model", model, "--prompt", "hi", "--device", "tpu:0"}),
+                       1, "device 'tpu:0'");
+    expect_clean_error(run_cli({"bench", "decode", "--model", model, "--tokens", "4", "--device",
+                                "cuda:9"}),
+                       1, "device 'cuda:9'");
+    expect_clean_error(run_cli({"generate", "--prompt", "hi", "--device="}), 2, "--device");
+    const run_result r =
+        run_cli({"generate", "--model", model, "--prompt", "The capital of France is",
+                 "--max-tokens", "2", "--device", "cpu", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+}
+
 TEST(Cli, MissingModelExits1) {
     CBL_REQUIRE_CLI();
     const std::string missing = temp_path("does-not-exist.gguf");
