@@ -30,10 +30,12 @@ public:
     virtual ~backend() = default;
     virtual const char* name() const = 0;  // the device: "cpu", "cuda:0"
     virtual int n_threads() const = 0;
-    // A backend on the same compute resources (the CPU's thread pool), with nothing else
-    // shared, or null when this backend cannot share. Sessions of one runtime run on siblings
-    // of the runtime's backend, so concurrent requests take turns on its threads instead of each
-    // starting as many threads as there are cores.
+    // A backend on the same compute resources, with nothing else shared, or null when this
+    // backend cannot share. Sessions of one runtime run on siblings of the runtime's backend:
+    // on the CPU, concurrent requests take turns on its thread pool instead of each starting as
+    // many threads as there are cores; on a GPU each has its own stream and scratch on the same
+    // device, and reads the weights the runtime uploaded once (memory one sibling allocated and
+    // synchronized, another may read).
     virtual std::unique_ptr<backend> sibling() { return nullptr; }
     // True when alloc() returns host memory the caller may read and write directly (the CPU).
     virtual bool host_memory() const = 0;

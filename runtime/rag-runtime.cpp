@@ -71,6 +71,8 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     check_device(p.device);  // before loading anything: a wrong device fails fast
     rt->device_ = p.device.empty() ? "cpu" : p.device;
     rt->host_ = open_backend("cpu", rt->n_threads_);
+    // A device is opened now, so one this machine cannot use fails here, before any loading.
+    rt->compute_ = rt->device_ == "cpu" ? rt->host_ : open_backend(rt->device_, rt->n_threads_);
     rt->gate_ =
         std::make_unique<request_gate>(p.max_active_requests > 0 ? p.max_active_requests
                                                                  : k_default_max_active_requests,
@@ -112,6 +114,13 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
 }
 
 rag_runtime::~rag_runtime() = default;
+
+std::shared_ptr<const backend_weights> rag_runtime::shared_weights() {
+    if (compute_->host_memory()) return nullptr;
+    std::lock_guard<std::mutex> lock(weights_mu_);
+    if (!weights_) weights_ = std::make_shared<const backend_weights>(*llm_, compute_);
+    return weights_;
+}
 
 std::vector<document_info> rag_runtime::documents(const search_filter& f) {
     std::vector<document_info> docs = docs_->cat().list_documents(f);
@@ -179,6 +188,7 @@ ingest_params rag_runtime::wrap(ingest_params p, bool precompute_kv) {
                 sp.n_threads = n_threads_;
                 sp.device = device_;
                 sp.shared_compute = shared_compute();
+                sp.weights = shared_weights();
                 sp.memory = memory_;
                 // Rounded up so chunks of similar length share one session; a chunk past the
                 // model's context gets precompute's range error.

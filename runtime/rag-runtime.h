@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -109,9 +110,13 @@ public:
     corpus& docs() { return *docs_; }
     int32_t n_threads() const { return n_threads_; }
     const std::string& device() const { return device_; }
-    // The compute backend the runtime's sessions share (its CPU thread pool, on which the
-    // embedder runs too); null when sessions run on another device.
-    std::shared_ptr<backend> shared_compute() const { return device_ == "cpu" ? host_ : nullptr; }
+    // The compute backend the runtime's sessions run on siblings of: its CPU thread pool (the
+    // embedder's too), or its backend on the device (cuda:N), which holds the weights.
+    std::shared_ptr<backend> shared_compute() const { return compute_; }
+    // The model's weights on shared_compute(), uploaded by the first session that asks and
+    // shared by all (one copy in GPU memory, however many sessions); null on the CPU, where
+    // sessions read the model's mapping.
+    std::shared_ptr<const backend_weights> shared_weights();
     const std::string& data_dir() const { return dir_; }
     // Every request of the runtime's sessions enters through this gate (the C ABI's session
     // calls hold a pass while they run).
@@ -160,6 +165,9 @@ private:
     // The runtime's CPU backend and thread pool: the embedder runs on it (sessions have their own,
     // on device_, since requests run in parallel).
     std::shared_ptr<backend> host_;
+    std::shared_ptr<backend> compute_;  // host_, or the device's backend
+    std::mutex weights_mu_;
+    std::shared_ptr<const backend_weights> weights_;  // on compute_, once a session asked
     uint64_t kv_budget_bytes_ = 0;
     std::unique_ptr<request_gate> gate_;
     std::shared_ptr<memory_budget> memory_;

@@ -36,10 +36,12 @@ cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model>
         sp.device = p.device;
     }
     // A runtime's sessions on its CPU threads share them (one pool per runtime: concurrent
-    // requests take turns, never oversubscribing the cores); a session that asks for another
-    // thread count or device gets a pool of its own.
-    if (rt && sp.n_threads == runtime_threads && sp.device == device) {
+    // requests take turns, never oversubscribing the cores); on its device they share the
+    // weights it uploaded once. A session that asks for another thread count on the CPU, or
+    // another device, gets a backend of its own.
+    if (rt && sp.device == device && (device != "cpu" || sp.n_threads == runtime_threads)) {
         sp.shared_compute = rt->shared_compute();
+        sp.weights = rt->shared_weights();
     }
     // Every session of a runtime, on its pool or not, counts against the runtime's memory.
     if (rt) sp.memory = rt->session_memory();

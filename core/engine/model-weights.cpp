@@ -31,6 +31,12 @@ backend_weights::backend_weights(const model& m, backend& be) : be_(be) {
     w_.rope.freq_factors = upload_floats(hp.rope.freq_factors, hp.rope.n_dims / 2);
 }
 
+backend_weights::backend_weights(const model& m, std::shared_ptr<backend> be)
+    : backend_weights(m, *be) {
+    keep_ = std::move(be);
+    keep_->synchronize();
+}
+
 const float* backend_weights::upload_floats(const float* host, int64_t n) {
     if (!host || n <= 0) return nullptr;  // an absent bias or frequency table stays absent
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);

@@ -4,6 +4,7 @@
 // biases, RoPE frequency factors) is uploaded once into backend buffers this object owns.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/engine/backend.h"
@@ -20,8 +21,12 @@ struct model_weights {
 
 class backend_weights {
 public:
-    // Keeps references to m and be: both must outlive this object.
+    // Keeps a reference to be, which must outlive this object.
     backend_weights(const model& m, backend& be);
+    // Uploads to be and keeps it alive: weights that sessions on be's siblings share
+    // (session_params::weights, one copy in a GPU's memory for a runtime's sessions). Every
+    // upload has finished when this returns, so other streams may read them.
+    backend_weights(const model& m, std::shared_ptr<backend> be);
     backend_weights(const backend_weights&) = delete;
     backend_weights& operator=(const backend_weights&) = delete;
 
@@ -32,6 +37,7 @@ private:
     const float* upload_floats(const float* host, int64_t n);
     weight_view upload_matrix(const weight_view& host);
 
+    std::shared_ptr<backend> keep_;  // declared first: outlives the buffers it frees
     backend& be_;
     model_weights w_;
     std::vector<backend_buffer> owned_;

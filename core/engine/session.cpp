@@ -43,6 +43,7 @@ session::session(std::shared_ptr<const model> m, const session_params& p)
     if (params_.n_batch <= 0) params_.n_batch = 512;
     params_.n_batch = std::min(params_.n_batch, params_.n_ctx);
     if (params_.shared_compute) backend_ = params_.shared_compute->sibling();
+    if (backend_ && params_.weights) weights_ = params_.weights;  // on the sibling's device
     if (backend_) {
         params_.n_threads = backend_->n_threads();
         params_.device = backend_->name();
@@ -53,7 +54,7 @@ session::session(std::shared_ptr<const model> m, const session_params& p)
         memory_ = memory_budget::claim(params_.memory);
         reserve_memory(forward_engine::scratch_bytes(hp, params_.n_batch), "a new session");
     }
-    weights_ = std::make_unique<backend_weights>(*model_, *backend_);
+    if (!weights_) weights_ = std::make_shared<backend_weights>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(*backend_, hp, params_.n_ctx);
     fwd_ = std::make_unique<forward_engine>(*model_, *backend_, weights_->get(), params_.n_batch);
     logits_.resize(static_cast<size_t>(hp.n_vocab));

@@ -29,6 +29,11 @@ struct session_params {
     // threads, instead of opening a backend of its own: a runtime's sessions take turns on one
     // thread pool (device and n_threads are then the shared backend's).
     std::shared_ptr<backend> shared_compute;
+    // With shared_compute: the model's weights uploaded once on it, read by this session on its
+    // sibling (a device runtime's sessions share one copy in GPU memory). Null, or when the
+    // backend cannot share: the session uploads its own (the CPU uploads nothing: its weights
+    // are the model's mapping).
+    std::shared_ptr<const backend_weights> weights;
     // When set, the session's working KV cache and its forward engine's scratch are reserved
     // against this budget before they are allocated (a runtime's sessions share one); a session
     // that would exceed it fails with status::nomem, at creation or when its engine grows.
@@ -130,7 +135,7 @@ private:
     // The cache's and the engine's bytes on params_.memory (declared first: released last).
     memory_budget::reservation memory_;
     std::unique_ptr<backend> backend_;
-    std::unique_ptr<backend_weights> weights_;
+    std::shared_ptr<const backend_weights> weights_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<forward_engine> fwd_;
     std::vector<float> logits_;

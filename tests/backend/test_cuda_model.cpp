@@ -247,6 +247,35 @@ TEST_P(CudaModelTest, ADecodeStepLaunchesSixKernelsALayer) {
 }
 #endif
 
+// A device runtime's sessions share one upload of the weights (rag_runtime::shared_weights):
+// each session runs on a sibling of the runtime's backend, with its own stream and scratch, and
+// reads the weights another backend uploaded. Two such sessions at once, on two threads, give
+// the bits of a session that uploaded its own.
+TEST_P(CudaModelTest, SessionsOnSiblingsShareOneUploadOfTheWeights) {
+    const std::shared_ptr<backend> shared = open_backend(device_under_test(), 2);
+    const auto weights = std::make_shared<const backend_weights>(*model_, shared);
+    session_params sp;
+    sp.n_ctx = 64;
+    sp.device = device_under_test();
+    sp.shared_compute = shared;
+    sp.weights = weights;
+    session a(model_, sp), b(model_, sp);
+    EXPECT_EQ(&a.weights(), &weights->get());
+    EXPECT_EQ(&b.weights(), &weights->get());
+    EXPECT_NE(&a.get_backend(), shared.get());
+
+    const std::vector<token_id> prompt = cbltest::random_tokens(*model_, 24, 9);
+    const std::vector<float> own = open(false, 64)->prefill(prompt);
+    std::vector<float> la, lb;
+    std::thread ta([&] { la = a.prefill(prompt); });
+    std::thread tb([&] { lb = b.prefill(prompt); });
+    ta.join();
+    tb.join();
+    EXPECT_EQ(la, own);
+    EXPECT_EQ(lb, own);
+    EXPECT_EQ(a.decode(argmax(la)), b.decode(argmax(lb)));
+}
+
 TEST_P(CudaModelTest, LongContextMatchesTheCpu) {
     // 4096 tokens on the GPU; the self-test (two CPU backends) checks the harness on 1024, and
     // the emulator the kernels on as many.
