@@ -12,8 +12,11 @@
 #include <cstdlib>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
+#include "cacheblend.h"
 #include "core/blend/blend.h"
 #include "core/kvstore/kv-store.h"
 #include "core/util/error.h"
@@ -26,24 +29,36 @@ using namespace cacheblend;
 
 namespace {
 
+// The device's allocations, which siblings share as a GPU's backends share its memory.
+struct device_memory {
+    std::mutex mu;
+    std::map<uintptr_t, size_t> allocs, host_allocs;
+};
+
 class strict_backend final : public backend {
 public:
-    explicit strict_backend(int n_threads) : cpu_(make_cpu_backend(n_threads)) {}
+    explicit strict_backend(int n_threads,
+                            std::shared_ptr<device_memory> mem = std::make_shared<device_memory>())
+        : cpu_(make_cpu_backend(n_threads)), mem_(std::move(mem)) {}
     const char* name() const override { return "strict:0"; }
     int n_threads() const override { return cpu_->n_threads(); }
     bool host_memory() const override { return false; }
+    // Its own kernels (a CPU pool of its own, as a GPU backend's own stream), the same memory.
+    std::unique_ptr<backend> sibling() override {
+        return std::make_unique<strict_backend>(n_threads(), mem_);
+    }
 
     void* alloc(size_t bytes) override {
         void* p = cpu_->alloc(bytes);
-        std::lock_guard<std::mutex> lock(mu_);
-        allocs_[reinterpret_cast<uintptr_t>(p)] = bytes == 0 ? 1 : bytes;
+        std::lock_guard<std::mutex> lock(mem_->mu);
+        mem_->allocs[reinterpret_cast<uintptr_t>(p)] = bytes == 0 ? 1 : bytes;
         return p;
     }
     void free(void* p) noexcept override {
         if (!p) return;
         {
-            std::lock_guard<std::mutex> lock(mu_);
-            allocs_.erase(reinterpret_cast<uintptr_t>(p));
+            std::lock_guard<std::mutex> lock(mem_->mu);
+            mem_->allocs.erase(reinterpret_cast<uintptr_t>(p));
         }
         cpu_->free(p);
     }
@@ -51,6 +66,7 @@ public:
         mine(dst, b, "upload dst");
         cpu_->upload(dst, src, b);
         ++uploads;
+        upload_bytes += b;
     }
     void download(void* dst, const void* src, size_t b) override {
         mine(src, b, "download src");
@@ -68,14 +84,14 @@ public:
     // GPU it would be a synchronous staging copy, not one beside compute).
     void* alloc_host(size_t bytes) override {
         void* p = backend::alloc_host(bytes);
-        std::lock_guard<std::mutex> lock(mu_);
-        host_allocs_[reinterpret_cast<uintptr_t>(p)] = bytes == 0 ? 1 : bytes;
+        std::lock_guard<std::mutex> lock(mem_->mu);
+        mem_->host_allocs[reinterpret_cast<uintptr_t>(p)] = bytes == 0 ? 1 : bytes;
         return p;
     }
     void free_host(void* p) noexcept override {
         {
-            std::lock_guard<std::mutex> lock(mu_);
-            host_allocs_.erase(reinterpret_cast<uintptr_t>(p));
+            std::lock_guard<std::mutex> lock(mem_->mu);
+            mem_->host_allocs.erase(reinterpret_cast<uintptr_t>(p));
         }
         backend::free_host(p);
     }
@@ -86,10 +102,10 @@ public:
     uint64_t upload_async(void* dst, const void* src, size_t b) override {
         mine(dst, b, "upload_async dst");
         {
-            std::lock_guard<std::mutex> lock(mu_);
+            std::lock_guard<std::mutex> lock(mem_->mu);
             const auto u = reinterpret_cast<uintptr_t>(src);
-            auto it = host_allocs_.upper_bound(u);
-            if (it == host_allocs_.begin() ||
+            auto it = mem_->host_allocs.upper_bound(u);
+            if (it == mem_->host_allocs.begin() ||
                 u + b > std::prev(it)->first + std::prev(it)->second) {
                 throw kernel_error(kernel_status::invalid_arg,
                                    "strict: upload_async source is not alloc_host memory");
@@ -213,6 +229,7 @@ public:
     static inline int uploads = 0, relocations = 0, deviations = 0, async_uploads = 0,
                       downloads = 0;
     static inline int unfinished_uploads = 0;  // every upload_async is finished exactly once
+    static inline size_t upload_bytes = 0;     // by upload()
 
 private:
     struct pending_copy {
@@ -235,9 +252,9 @@ private:
     // [p, p + bytes) inside one allocation of ours, else the error a GPU would not give.
     void mine(const void* p, size_t bytes, const char* what) const {
         const auto u = reinterpret_cast<uintptr_t>(p);
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = allocs_.upper_bound(u);
-        if (p && it != allocs_.begin()) {
+        std::lock_guard<std::mutex> lock(mem_->mu);
+        auto it = mem_->allocs.upper_bound(u);
+        if (p && it != mem_->allocs.begin()) {
             --it;
             if (u + bytes <= it->first + it->second) return;
         }
@@ -246,9 +263,7 @@ private:
     }
 
     std::unique_ptr<backend> cpu_;
-    mutable std::mutex mu_;
-    std::map<uintptr_t, size_t> allocs_;
-    std::map<uintptr_t, size_t> host_allocs_;
+    std::shared_ptr<device_memory> mem_;
     std::map<uint64_t, pending_copy> pending_;
     uint64_t next_ticket_ = 1;
 };
@@ -416,4 +431,73 @@ TEST_F(DeviceBackendTest, BlendPoliciesMatchTheCpuBitForBit) {
         EXPECT_EQ(a, b);
         EXPECT_EQ(strict_backend::unfinished_uploads, 0);
     }
+}
+
+// A device runtime uploads the weights once for all its sessions (rag_runtime::shared_weights):
+// each C ABI session runs on a sibling of the runtime's backend (siblings share the device's
+// memory, as a GPU's backends do) and answers as a session on the CPU does.
+TEST_F(DeviceBackendTest, RuntimeSessionsShareOneUploadOfTheWeights) {
+    CBL_REQUIRE_DEFAULT_MODEL(path);
+    const size_t b0 = strict_backend::upload_bytes;
+    open("strict:0");  // a session without a runtime uploads its own
+    const size_t own = strict_backend::upload_bytes - b0;
+    ASSERT_GT(own, size_t(1) << 20);
+
+    cbl_runtime_params rp;
+    cbl_runtime_params_init(&rp);
+    rp.model_path = path.c_str();
+    const std::string data = dir_ + "/data";
+    rp.data_dir = data.c_str();
+    rp.device = "strict:0";
+    rp.no_embedder = true;
+    rp.n_threads = 2;
+    cbl_runtime* rt = nullptr;
+    ASSERT_EQ(cbl_runtime_open(&rp, &rt), CBL_OK) << cbl_last_error();
+    cbl_session_params sp;
+    cbl_session_params_init(&sp);
+    sp.n_ctx = 512;
+    sp.n_threads = 2;
+    cbl_session* s[2] = {};
+    size_t made[2] = {};
+    for (int i = 0; i < 2; ++i) {
+        const size_t before = strict_backend::upload_bytes;
+        ASSERT_EQ(cbl_session_create(rt, &sp, &s[i]), CBL_OK) << cbl_last_error();
+        made[i] = strict_backend::upload_bytes - before;
+    }
+    EXPECT_GE(made[0], own * 9 / 10);  // the first session's request uploads the runtime's copy
+    EXPECT_LT(made[1], own / 100);     // the second reads it
+
+    std::vector<int32_t> prompt(req_.preamble.begin(), req_.preamble.end());
+    prompt.insert(prompt.end(), req_.question.begin(), req_.question.end());
+    auto greedy = [&](cbl_session* ses) {
+        EXPECT_EQ(cbl_session_prefill_tokens(ses, prompt.data(), prompt.size(), nullptr), CBL_OK)
+            << cbl_last_error();
+        cbl_generate_params gp;
+        cbl_generate_params_init(&gp);
+        gp.max_tokens = 8;
+        gp.ignore_eog = true;
+        cbl_answer* a = nullptr;
+        EXPECT_EQ(cbl_session_generate(ses, &gp, &a), CBL_OK) << cbl_last_error();
+        size_t n = 0;
+        const int32_t* ids = a ? cbl_answer_tokens(a, &n) : nullptr;
+        std::vector<int32_t> out(ids, ids + n);
+        cbl_answer_free(a);
+        return out;
+    };
+    cbl_model* m = nullptr;
+    ASSERT_EQ(cbl_runtime_model(rt, &m), CBL_OK);
+    cbl_session_params cp = sp;
+    cp.device = "cpu";
+    cbl_session* cpu = nullptr;
+    ASSERT_EQ(cbl_session_create_with(m, nullptr, &cp, &cpu), CBL_OK) << cbl_last_error();
+    const std::vector<int32_t> want = greedy(cpu);
+    EXPECT_EQ(want.size(), 8u);
+    EXPECT_EQ(greedy(s[0]), want);
+    EXPECT_EQ(greedy(s[1]), want);
+    cbl_session_free(cpu);
+    cbl_model_free(m);
+    cbl_session_free(s[0]);
+    cbl_runtime_free(rt);  // a session may outlive its runtime: the weights stay with it
+    EXPECT_EQ(greedy(s[1]), want);
+    cbl_session_free(s[1]);
 }
