@@ -151,6 +151,13 @@ device_ref backend_registry::resolve(std::string_view device) const {
     return r;
 }
 
+std::string backend_registry::canonical(std::string_view device) const {
+    const device_ref r = resolve(device);
+    std::lock_guard<std::mutex> lock(mu_);
+    const backend_factory* f = find(r.backend);
+    return f && f->single_device ? r.backend : r.backend + ":" + std::to_string(r.index);
+}
+
 std::unique_ptr<backend> backend_registry::create(std::string_view device, int n_threads) const {
     const device_ref r = resolve(device);
     backend_factory f;

@@ -47,6 +47,8 @@ public:
     std::vector<std::string> devices() const;
     // Parses `device` and checks that its backend is built and the device exists (empty: "cpu").
     device_ref resolve(std::string_view device) const;
+    // resolve()'s device as the backend names it: "cpu" for "" and "cpu:0", "cuda:0" for "cuda".
+    std::string canonical(std::string_view device) const;
     std::unique_ptr<backend> create(std::string_view device, int n_threads) const;
 
 private:

@@ -68,8 +68,7 @@ std::shared_ptr<rag_runtime> rag_runtime::open(const rag_runtime_params& p) {
     rt->dir_ = p.data_dir.empty() ? default_data_dir() : p.data_dir;
     if (p.must_exist) require_data_dir(rt->dir_);
     rt->n_threads_ = p.n_threads > 0 ? p.n_threads : default_thread_count();
-    check_device(p.device);  // before loading anything: a wrong device fails fast
-    rt->device_ = p.device.empty() ? "cpu" : p.device;
+    rt->device_ = check_device(p.device);  // before loading anything: a wrong device fails fast
     rt->host_ = open_backend("cpu", rt->n_threads_);
     // A device is opened now, so one this machine cannot use fails here, before any loading.
     rt->compute_ = rt->device_ == "cpu" ? rt->host_ : open_backend(rt->device_, rt->n_threads_);

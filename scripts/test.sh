@@ -67,8 +67,10 @@ if [[ -n $nvcc_bin ]]; then
     -- cacheblend test_backend_ops test_cuda_backend_errors test_backend_registry test_cuda_model \
     test_capi_runtime
   phase "ctest (CUDA backend; test_backend_ops is skipped without a GPU)"
-  # How many GPUs the machine has, for test_backend_registry to hold the build's count to.
+  # How many GPUs the machine has, for test_backend_registry to hold the build's count to (not
+  # where CUDA_VISIBLE_DEVICES hides some of them from the CUDA runtime).
   gpus=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)
+  [[ -n ${CUDA_VISIBLE_DEVICES+set} ]] && gpus=
   CBL_EXPECT_CUDA_DEVICES=$gpus ctest --test-dir build-cuda --output-on-failure --no-tests=error \
     -R '^(test_backend_ops|test_cuda_backend_errors|test_backend_registry|test_cuda_model|test_capi_session_device)$'
   # The GPU check's engine-only build (scripts/gpu-check.sh builds it on the GPU machine): its

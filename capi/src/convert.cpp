@@ -16,11 +16,11 @@ namespace {
 
 }  // namespace
 
-void check_device(const char* fn, const char* device) {
+std::string check_device(const char* fn, const char* device) {
     // The backend registry decides (core/engine/backend.h): a build without CUDA says so, a CUDA
     // build on a machine without a GPU says the device is missing. CBL_API_GUARD adds `fn`.
     (void)fn;
-    cacheblend::check_device(device ? device : "");
+    return cacheblend::check_device(device ? device : "");
 }
 
 search_mode to_search_mode(const char* fn, int32_t mode) {

@@ -15,7 +15,7 @@
 namespace cacheblend::capi {
 
 // NULL, "" and "cpu" are the CPU; a CUDA name is CBL_UNSUPPORTED in a build without CUDA.
-void check_device(const char* fn, const char* device);
+std::string check_device(const char* fn, const char* device);
 
 search_mode to_search_mode(const char* fn, int32_t mode);
 doc_kind to_doc_kind(const char* fn, int32_t format);

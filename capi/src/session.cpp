@@ -32,14 +32,13 @@ cbl_status make_session(const char* fn, std::shared_ptr<const cacheblend::model>
     cacheblend::capi::to_core(fn, p, *m, runtime_threads, &sp, &bp);
     sp.device = device;
     if (p.device && *p.device) {
-        cacheblend::capi::check_device(fn, p.device);  // before the weights load or upload
-        sp.device = p.device;
+        sp.device = cacheblend::capi::check_device(fn, p.device);  // before anything loads
     }
     // A runtime's sessions on its CPU threads share them (one pool per runtime: concurrent
     // requests take turns, never oversubscribing the cores); on its device they share the
     // weights it uploaded once. A session that asks for another thread count on the CPU, or
     // another device, gets a backend of its own.
-    if (rt && sp.device == device && (device != "cpu" || sp.n_threads == runtime_threads)) {
+    if (rt && sp.device == device && (sp.device != "cpu" || sp.n_threads == runtime_threads)) {
         sp.shared_compute = rt->shared_compute();
         sp.weights = rt->shared_weights();
     }

@@ -17,9 +17,9 @@ std::unique_ptr<backend> create_cpu_backend(int n_threads) {
     return open_backend("cpu", n_threads);
 }
 
-void check_device(const std::string& device) {
+std::string check_device(const std::string& device) {
     try {
-        backend_registry::global().resolve(device);
+        return backend_registry::global().canonical(device);
     } catch (const kernel_error& e) {
         throw to_error(e);
     }

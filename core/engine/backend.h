@@ -18,8 +18,10 @@ namespace cacheblend {
 std::unique_ptr<backend> open_backend(const std::string& device, int n_threads);
 std::unique_ptr<backend> create_cpu_backend(int n_threads);  // open_backend("cpu", n_threads)
 
-// The checks of open_backend without opening anything (for parameters read before a session).
-void check_device(const std::string& device);
+// The checks of open_backend without opening anything (for parameters read before a session);
+// returns the device's one name ("cpu" for "" and "cpu:0", "cuda:0" for "cuda"), so that two
+// spellings of one device compare equal.
+std::string check_device(const std::string& device);
 
 // Every device of the built backends on this machine: "cpu" first, then "cuda:0", ...
 std::vector<std::string> backend_devices();

@@ -43,12 +43,10 @@ public:
     const char* name() const override { return name_.c_str(); }
     int n_threads() const override { return 1; }  // host threads: the device does the work
     // Its own stream, scratch and cuBLASLt state on the same device (device memory is the
-    // process's: weights another sibling uploaded and synchronized are readable here).
-    std::unique_ptr<backend> sibling() override {
-        return run([&]() -> std::unique_ptr<backend> {
-            return std::make_unique<backend_cuda>(ctx_.device());
-        });
-    }
+    // process's: weights another sibling uploaded and synchronized are readable here). Not
+    // through run(): a runtime's sessions call this from many threads, and it reads nothing of
+    // this backend's state but the device number.
+    std::unique_ptr<backend> sibling() override { return create_cuda_backend(ctx_.device()); }
     bool host_memory() const override { return false; }
 
     void* alloc(size_t bytes) override {

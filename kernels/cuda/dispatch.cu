@@ -177,7 +177,11 @@ bool joins_gemv(const weight_view& a, const weight_view& b) {
 void gemv_fused(cuda_ctx& ctx, const gemv_args& ga, const char* op) {
     const dtype t = ga.out[0].type;
     bool mixed = false;
-    for (int i = 1; i < ga.n_out; ++i) mixed = mixed || ga.out[i].type != t;
+    for (int i = 1; i < ga.n_out; ++i) {
+        mixed = mixed || ga.out[i].type != t;
+        // The mixed kernel has no case for a type the backend does not read (it would write 0).
+        if (!cbl_cuda_supports_weight(ga.out[i].type)) throw_unsupported(ga.out[i].type, op);
+    }
     if (mixed) {
         cbl_cuda_gemv<gemv_mixed_types>(ctx, ga);
         return;

@@ -163,6 +163,7 @@ int run_blend(const std::vector<std::string>& args) {
     sampling.apply_to(&gp);
     const auto threads =
         static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
+    const std::string device = device_arg(a);
     const bool json = a.has("json");
     std::vector<std::string> passages;
     for (const std::string& f : chunk_files) {
@@ -206,7 +207,6 @@ int run_blend(const std::vector<std::string>& args) {
     sp.n_ctx = static_cast<int32_t>(
         std::min(n_prompt + static_cast<size_t>(std::max(gp.max_tokens, 1)), n_train));
     sp.n_threads = threads;
-    const std::string device = device_arg(a);
     if (!device.empty()) sp.device = device.c_str();
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));

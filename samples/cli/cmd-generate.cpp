@@ -129,6 +129,7 @@ int run_generate(const std::vector<std::string>& args) {
     info.seed = sampling.seed;
     gp.top_logprobs = static_cast<int32_t>(a.get_int("top-logprobs", 0, 0, i32_max));
     info.threads = static_cast<int32_t>(a.get_int("threads", 0, 0, 1024));
+    const std::string device = device_arg(a);
     const auto ctx = static_cast<int32_t>(a.get_int("ctx", 0, 0, i32_max));
     bool stream = !a.has("json");
     gp.on_token = stream_piece;
@@ -155,7 +156,6 @@ int run_generate(const std::vector<std::string>& args) {
     sp.n_ctx = ctx;
     sp.n_threads = info.threads;
     sp.mode = CBL_MODE_FULL;
-    const std::string device = device_arg(a);
     if (!device.empty()) sp.device = device.c_str();
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), nullptr, &sp, &s_raw));  // plain prefill: no store

@@ -237,6 +237,7 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
         a.get_int("limit", default_limit, 1, std::numeric_limits<int32_t>::max());
     const auto threads =
         static_cast<int32_t>(a.get_int("threads", default_thread_count(), 1, 1024));
+    const std::string device = device_arg(a);
     const auto max_tokens = static_cast<int32_t>(a.get_int("max-tokens", 32, 1, 1 << 20));
     const sampling_choice sampling = parse_sampling(a, eval_sampling());
     const bool json = a.has("json");
@@ -328,7 +329,6 @@ eval_run run_evaluation(const parsed_args& a, const std::vector<run_spec>& runs,
     cbl_session_params_init(&sp);
     sp.n_ctx = static_cast<int32_t>(std::min(longest + static_cast<size_t>(max_tokens), n_train));
     sp.n_threads = threads;
-    const std::string device = device_arg(a);
     if (!device.empty()) sp.device = device.c_str();
     cbl_session* s_raw = nullptr;
     check(cbl_session_create_with(m.get(), store.get(), &sp, &s_raw));

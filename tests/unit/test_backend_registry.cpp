@@ -136,7 +136,7 @@ TEST(BackendRegistry, CudaDeviceIsWhatTheBuildAndMachineHave) {
 #if CBL_WITH_CUDA
     // The test command says how many GPUs nvidia-smi sees (0 where there is none), so a build
     // that finds a device where there is none, or none where there is one, fails here.
-    if (const char* expected = std::getenv("CBL_EXPECT_CUDA_DEVICES")) {
+    if (const char* expected = std::getenv("CBL_EXPECT_CUDA_DEVICES"); expected && *expected) {
         EXPECT_EQ(cuda_devices_listed(), std::atoi(expected));
     }
     if (cuda_devices_listed() == 0) {
@@ -166,6 +166,13 @@ TEST(BackendRegistry, AddedBackendListsItsDevicesAndIsReplacedByName) {
     EXPECT_EQ(r.devices(), (std::vector<std::string>{"fake:0", "fake:1"}));
     EXPECT_EQ(r.resolve("fake:1").index, 1);
     EXPECT_EQ(r.resolve("fake").index, 0);
+    // One name per device, so two spellings of it compare equal (a runtime's sessions share its
+    // backend and weights when they name its device).
+    EXPECT_EQ(r.canonical("fake"), "fake:0");
+    EXPECT_EQ(r.canonical("fake:1"), "fake:1");
+    EXPECT_EQ(cb::check_device(""), "cpu");
+    EXPECT_EQ(cb::check_device("cpu:0"), "cpu");
+    f.why_none = [] { return std::string("the fake driver is unplugged"); };
     f.device_count = [] { return 0; };
     r.add(f);
     EXPECT_EQ(r.names(), std::vector<std::string>{"fake"});
@@ -175,6 +182,10 @@ TEST(BackendRegistry, AddedBackendListsItsDevicesAndIsReplacedByName) {
         ADD_FAILURE() << "a backend without devices opened";
     } catch (const cb::kernel_error& e) {
         EXPECT_EQ(e.code(), cb::kernel_status::device) << e.what();
+        // The backend's reason for having none is part of the error.
+        EXPECT_NE(std::string(e.what()).find("0 fake devices here: the fake driver is unplugged"),
+                  std::string::npos)
+            << e.what();
     }
 }
 

@@ -624,6 +624,15 @@ func TestBadOptionsAreInvalidArg(t *testing.T) {
 	if !errors.Is(err, cacheblend.ErrInvalidArg) {
 		t.Errorf("Open on device tpu: %v, want ErrInvalidArg", err)
 	}
+	// A session's own device: an unknown one is refused by name, "cpu" is always there.
+	if s, err := rt.NewSession(&cacheblend.SessionOptions{Device: "tpu:0"}); !errors.Is(err, cacheblend.ErrInvalidArg) || s != nil {
+		t.Errorf("NewSession on device tpu:0: %v, want ErrInvalidArg", err)
+	}
+	if s, err := rt.NewSession(&cacheblend.SessionOptions{Ctx: 256, Threads: 2, Device: "cpu"}); err != nil {
+		t.Errorf("NewSession on the CPU: %v", err)
+	} else {
+		s.Close()
+	}
 	s, err := rt.NewSession(&cacheblend.SessionOptions{Ctx: 512, Threads: 2})
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)

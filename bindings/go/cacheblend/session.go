@@ -23,13 +23,18 @@ type SessionOptions struct {
 	RecomputeRatio float32  // share of reused tokens recomputed in ModeBlend (0 = 0.15; at most 1)
 	AutoRatio      bool     // pick the ratio from measured load and compute rates
 	KVFormat       KVFormat // format of the chunk KV the session stores (0 = KVF16)
+	// Device is the compute device, "cpu" or "cuda:0" ("" = the runtime's; "cpu" for
+	// SessionWith). One this build lacks matches ErrUnsupported, one this machine lacks ErrDevice.
+	Device string
 }
 
-func (o *SessionOptions) toC() C.gocbl_session_opts {
+// toC fills the C options; their device string lives in cs until cs.free.
+func (o *SessionOptions) toC(cs *cstrings) C.gocbl_session_opts {
 	if o == nil {
 		o = &SessionOptions{}
 	}
 	return C.gocbl_session_opts{
+		device:          cs.opt(o.Device),
 		n_threads:       C.int32_t(o.Threads),
 		n_ctx:           C.int32_t(o.Ctx),
 		mode:            C.int32_t(o.Mode),
@@ -72,7 +77,9 @@ func (r *Runtime) NewSession(opts *SessionOptions) (*Session, error) {
 		return nil, err
 	}
 	defer r.h.release()
-	o := opts.toC()
+	var cs cstrings
+	defer cs.free()
+	o := opts.toC(&cs)
 	var s *C.cbl_session
 	var msg *C.char
 	if err := callError(op, C.gocbl_session_create(p, &o, &s, &msg), msg); err != nil {
@@ -104,7 +111,9 @@ func SessionWith(model *Model, store *KVStore, opts *SessionOptions) (*Session, 
 		}
 		defer store.h.release()
 	}
-	o := opts.toC()
+	var cs cstrings
+	defer cs.free()
+	o := opts.toC(&cs)
 	var s *C.cbl_session
 	var msg *C.char
 	st := C.gocbl_session_create_with((*C.cbl_model)(mp), (*C.cbl_kvstore)(kp), &o, &s, &msg)

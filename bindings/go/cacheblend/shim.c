@@ -187,6 +187,7 @@ static void gocbl_fill_session(cbl_session_params *p, const gocbl_session_opts *
     p->recompute_ratio = o->recompute_ratio;
     p->auto_ratio = o->auto_ratio;
     p->kv_format = o->kv_format;
+    p->device = o->device;
 }
 
 cbl_status gocbl_session_create(cbl_runtime *rt, const gocbl_session_opts *o, cbl_session **out,

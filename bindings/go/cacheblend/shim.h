@@ -48,6 +48,7 @@ typedef struct gocbl_session_opts {
     float recompute_ratio;
     bool auto_ratio;
     int32_t kv_format;
+    const char* device;
 } gocbl_session_opts;
 
 typedef struct gocbl_ask_opts {

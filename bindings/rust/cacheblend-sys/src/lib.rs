@@ -291,6 +291,7 @@ pub struct cbl_session_params {
     pub auto_ratio: bool,
     pub kv_format: i32,
     pub calibrated_ratio: bool,
+    pub device: *const c_char,
 }
 
 pub type cbl_token_fn = Option<

@@ -491,7 +491,7 @@ fn rust_layouts() -> BTreeMap<String, RustLayout> {
                             n_kv_chunks, source_bytes, mtime_ns, ingested_at, kv_bytes }
         cbl_kvstore_params { struct_size, budget_bytes, direct_io, kv_remote }
         cbl_session_params { struct_size, n_threads, n_ctx, mode, recompute_ratio, auto_ratio,
-                             kv_format, calibrated_ratio }
+                             kv_format, calibrated_ratio, device }
         cbl_generate_params { struct_size, max_tokens, temperature, seed, on_token, user_data,
                               top_logprobs, ignore_eog, top_k, top_p, min_p, repeat_penalty,
                               repeat_last_n, frequency_penalty, presence_penalty }

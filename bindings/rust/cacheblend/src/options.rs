@@ -1,12 +1,14 @@
 //! Builder-style parameters. `Default` (or `new()`) is the library default for every field, as a
 //! zeroed C params struct is; each setter fills one field of the sized C struct (`metadata` adds
 //! one filter pair per call).
+use std::ffi::CString;
 use std::fmt;
 use std::path::PathBuf;
 
 use cacheblend_sys as sys;
 
 use crate::types::Progress;
+use crate::util::opt_ptr;
 
 /// How a session prefills a prompt (`CBL_MODE_*`).
 #[non_exhaustive]
@@ -193,6 +195,7 @@ pub struct SessionOptions {
     pub(crate) recompute_ratio: f32,
     pub(crate) auto_ratio: bool,
     pub(crate) kv_format: Option<KvFormat>,
+    pub(crate) device: Option<String>,
 }
 
 impl SessionOptions {
@@ -213,9 +216,15 @@ impl SessionOptions {
         fn auto_ratio(yes: bool) { auto_ratio = yes }
         /// KV format of chunks this session stores (default [`KvFormat::F16`]).
         fn kv_format(format: KvFormat) { kv_format = Some(format) }
+        /// The device, e.g. `"cpu"` or `"cuda:0"` (default: the runtime's; `"cpu"` for
+        /// [`Session::with_model`](crate::Session::with_model)). One this build lacks is
+        /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), one this machine lacks
+        /// [`ErrorKind::Device`](crate::ErrorKind::Device).
+        fn device(device: impl Into<String>) { device = Some(device.into()) }
     }
 
-    pub(crate) fn to_c(&self) -> sys::cbl_session_params {
+    /// The C struct; its `device` points into `device`, which must outlive the call.
+    pub(crate) fn to_c(&self, device: &Option<CString>) -> sys::cbl_session_params {
         let mut p = sys::cbl_session_params::default();
         p.n_threads = self.n_threads;
         p.n_ctx = self.n_ctx;
@@ -227,6 +236,7 @@ impl SessionOptions {
             KvFormat::Q8 => sys::CBL_KV_Q8,
             KvFormat::Exact => sys::CBL_KV_EXACT,
         });
+        p.device = opt_ptr(device);
         p
     }
 }

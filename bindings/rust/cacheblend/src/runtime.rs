@@ -310,9 +310,10 @@ impl Runtime {
 
     /// A new session over the runtime's model and KV store. It keeps the runtime alive.
     pub fn session(&self, options: &SessionOptions) -> Result<Session> {
-        let p = options.to_c();
+        let device = opt_cstring("device", &options.device)?;
+        let p = options.to_c(&device);
         let mut out = ptr::null_mut();
-        // SAFETY: valid pointers for the duration of the call.
+        // SAFETY: valid pointers (device's included) for the duration of the call.
         check(unsafe { sys::cbl_session_create(self.raw.as_ptr(), &p, &mut out) })?;
         Ok(Session::from_raw(out))
     }

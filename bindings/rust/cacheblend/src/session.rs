@@ -102,9 +102,11 @@ impl Session {
         options: &SessionOptions,
     ) -> Result<Session> {
         let store = store.into().map_or(ptr::null_mut(), KvStore::as_ptr);
-        let p = options.to_c();
+        let device = opt_cstring("device", &options.device)?;
+        let p = options.to_c(&device);
         let mut out = ptr::null_mut();
-        // SAFETY: live handles or NULL (the library takes its own references), valid pointers.
+        // SAFETY: live handles or NULL (the library takes its own references), valid pointers
+        // (device's included) for the duration of the call.
         check(unsafe { sys::cbl_session_create_with(model.as_ptr(), store, &p, &mut out) })?;
         Ok(Session::from_raw(out))
     }

@@ -671,6 +671,11 @@ fn prefill_chunks_then_generate_and_typed_errors() {
             .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
     assert_eq!(err.status(), Status::INVALID_ARG);
+    // A session's own device: an unknown one is refused by name, "cpu" is always there.
+    let err = f.rt.session(&session_opts().device("tpu:0")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArg, "{}", err);
+    assert!(err.message().contains("'tpu:0'"), "{}", err);
+    f.rt.session(&session_opts().device("cpu")).expect("a CPU session");
     let mut s = f.rt.session(&session_opts()).unwrap();
     let err = s.generate(&GenerateOptions::new(), |_| true).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Misuse, "{}", err);
