@@ -23,6 +23,7 @@
 #include "kernels/backend-registry.h"
 #include "kernels/cpu/backend-cpu.h"
 #include "kernels/kernel-error.h"
+#include "util/capi-generate.h"
 #include "util/test-util.h"
 
 using namespace cacheblend;
@@ -472,17 +473,7 @@ TEST_F(DeviceBackendTest, RuntimeSessionsShareOneUploadOfTheWeights) {
     auto greedy = [&](cbl_session* ses) {
         EXPECT_EQ(cbl_session_prefill_tokens(ses, prompt.data(), prompt.size(), nullptr), CBL_OK)
             << cbl_last_error();
-        cbl_generate_params gp;
-        cbl_generate_params_init(&gp);
-        gp.max_tokens = 8;
-        gp.ignore_eog = true;
-        cbl_answer* a = nullptr;
-        EXPECT_EQ(cbl_session_generate(ses, &gp, &a), CBL_OK) << cbl_last_error();
-        size_t n = 0;
-        const int32_t* ids = a ? cbl_answer_tokens(a, &n) : nullptr;
-        std::vector<int32_t> out(ids, ids + n);
-        cbl_answer_free(a);
-        return out;
+        return cbltest::greedy_tokens(ses, 8);
     };
     cbl_model* m = nullptr;
     ASSERT_EQ(cbl_runtime_model(rt, &m), CBL_OK);
