@@ -251,23 +251,34 @@ private:
 
 }  // namespace
 
+namespace {
+
+// cudaGetDeviceCount, with n = 0 and the error cleared when it fails (no driver, or one older
+// than this build's runtime): not an error the next CUDA call should see.
+cudaError_t count_devices(int* n) noexcept {
+    *n = 0;
+    const cudaError_t e = cudaGetDeviceCount(n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *n = 0;
+    }
+    return e;
+}
+
+}  // namespace
+
 int cuda_device_count() noexcept {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();  // no driver / no device: not an error the next call should see
-        return 0;
-    }
+    count_devices(&n);
     return n;
 }
 
 std::string cuda_unavailable_reason() noexcept {
     try {
         int n = 0;
-        const cudaError_t e = cudaGetDeviceCount(&n);
-        if (e != cudaSuccess) {
-            cudaGetLastError();
+        const cudaError_t e = count_devices(&n);
+        if (e != cudaSuccess)
             return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-        }
         return n == 0 ? "the CUDA driver lists no device" : "";
     } catch (...) {  // std::string's allocation
         return "";
@@ -279,10 +290,9 @@ int64_t cuda_attention_split_calls() noexcept { return cuda::cbl_cuda_attention_
 
 std::unique_ptr<backend> create_cuda_backend(int device) {
     int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
+    const cudaError_t e = count_devices(&n);
     if (e != cudaSuccess) {
         // Why there is none matters: no driver, or one older than this build's runtime.
-        cudaGetLastError();
         throw kernel_error(kernel_status::device,
                            kernel_fmt("cuda: no device %d: %s (%s)", device, cudaGetErrorName(e),
                                       cudaGetErrorString(e)));
